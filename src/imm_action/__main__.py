@@ -1,0 +1,5 @@
+import sys
+
+from imm_action.cli import main
+
+sys.exit(main())

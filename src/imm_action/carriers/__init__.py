@@ -1,0 +1,1 @@
+"""Initiative sources: a local markdown file, or a GitHub issue."""

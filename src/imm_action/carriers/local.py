@@ -1,0 +1,146 @@
+"""The `docs/initiatives/<slug>.md` carrier (SPEC §4.4), parsed as the reference parses it."""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imm_action.carriers.observed import (
+    LocatedInitiative,
+    Location,
+    ObservedDependency,
+    ObservedTask,
+    normalise,
+)
+from imm_action.errors import InputError, Problem
+from imm_action.model.common import is_identifier
+from imm_action.model.initiative import LocalCarrier
+from imm_action.plan.scope import js_trim
+
+MAX_INITIATIVE_BYTES = 1024 * 1024
+
+_SLICE_HEADING = re.compile(r"##\s+([^\s:]+)\s*:")
+_BLOCKED_BY = re.compile(r"blocked by\s*:(.*)", re.IGNORECASE)
+_TASKS = re.compile(r"tasks\s*:\s*", re.IGNORECASE)
+_BULLET = re.compile(r"[-*]\s+(.*)")
+_QUOTED = re.compile(r"`(.*)`")
+
+
+def initiative_path(slug: str) -> str:
+    return f"docs/initiatives/{slug}.md"
+
+
+def has_local_initiative(repo: Path, slug: str) -> bool:
+    """Whether the local carrier applies; a non-regular file there is an error, not a miss."""
+    relative = initiative_path(slug)
+    try:
+        mode = (repo / relative).lstat().st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(mode):
+        raise InputError([Problem(relative, None, "must be a regular file (not a link or folder)")])
+    return True
+
+
+@dataclass
+class _Slice:
+    slice_id: str
+    line: int
+    tasks: list[tuple[str, int]] = field(default_factory=list)
+    blocked_by: list[tuple[str, int]] = field(default_factory=list)
+
+
+def read_local_initiative(repo: Path, slug: str) -> LocatedInitiative:
+    relative = initiative_path(slug)
+    if not is_identifier(slug):
+        raise InputError([Problem(relative, None, f"initiative slug {slug!r} is not a valid id")])
+    if not has_local_initiative(repo, slug):
+        raise InputError([Problem(relative, None, "no such initiative file")])
+    data = (repo / relative).read_bytes()
+    if len(data) > MAX_INITIATIVE_BYTES:
+        raise InputError([Problem(relative, None, f"is larger than {MAX_INITIATIVE_BYTES} bytes")])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise InputError([Problem(relative, line, "is not valid UTF-8")]) from None
+    return parse_local_initiative(text, slug, relative)
+
+
+def parse_local_initiative(text: str, slug: str, path: str) -> LocatedInitiative:
+    slices = _scan_slices(text)
+    if not slices:
+        raise InputError(
+            [Problem(path, None, "declares no Slice (start one with '## <slice_id>: <title>')")]
+        )
+    problems: list[Problem] = []
+    observed: list[ObservedTask] = []
+    for piece in slices:
+        if len(piece.tasks) != 1:
+            problems.append(
+                Problem(
+                    path,
+                    piece.line,
+                    f"Slice {piece.slice_id} names {len(piece.tasks)} Tasks; each Slice must "
+                    "name exactly one Task under 'Tasks:' to run as a batch child",
+                )
+            )
+            continue
+        task_id, _ = piece.tasks[0]
+        observed.append(
+            ObservedTask(
+                task_id=task_id,
+                slice_id=piece.slice_id,
+                blocked_by=tuple(
+                    ObservedDependency(dep, Location(path, line)) for dep, line in piece.blocked_by
+                ),
+                location=Location(path, piece.tasks[0][1]),
+            )
+        )
+    if problems:
+        raise InputError(problems)
+    return normalise(slug, LocalCarrier(path=path), observed, Location(path, None))
+
+
+def _scan_slices(text: str) -> list[_Slice]:
+    slices: list[_Slice] = []
+    in_tasks = False
+    fenced = False
+    for number, raw in enumerate(re.split(r"\r?\n", text), start=1):
+        line = js_trim(raw)
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        heading = _SLICE_HEADING.match(line)
+        if heading:
+            slices.append(_Slice(heading.group(1), number))
+            in_tasks = False
+            continue
+        if not slices:
+            continue
+        current = slices[-1]
+        if _TASKS.fullmatch(line):
+            in_tasks = True
+            continue
+        blocked = _BLOCKED_BY.fullmatch(line)
+        if blocked:
+            names = (_unquote(part) for part in blocked.group(1).split(","))
+            current.blocked_by.extend((name, number) for name in names if name)
+            in_tasks = False
+            continue
+        bullet = _BULLET.fullmatch(line)
+        if in_tasks and bullet:
+            current.tasks.append((_unquote(bullet.group(1)), number))
+        elif line:
+            in_tasks = False
+    return slices
+
+
+def _unquote(value: str) -> str:
+    trimmed = js_trim(value)
+    quoted = _QUOTED.fullmatch(trimmed)
+    return quoted.group(1) if quoted else trimmed

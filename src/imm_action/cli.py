@@ -1,0 +1,107 @@
+"""The composition root: parses the command line, builds real adapters, maps errors to exit codes.
+
+This is the only module that reads the process environment or touches real streams; everything
+below it receives what it needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from imm_action import __version__
+from imm_action.commands.io import CommandIO
+from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
+
+Handler = Callable[[argparse.Namespace, CommandIO], int]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import plan
+
+    args = plan.PlanArgs(ns.slug, Path(ns.repo), ns.format, ns.max_parallel)
+    return plan.run(args, io)
+
+
+def _check(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import check
+
+    return check.run(check.CheckArgs(Path(ns.repo), ns.base), io)
+
+
+def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import schema
+
+    return schema.run(schema.SchemaArgs(ns.name, Path(ns.write) if ns.write else None), io)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from imm_action.model import SCHEMA_MODELS
+
+    parser = argparse.ArgumentParser(
+        prog="imm",
+        description="Run an initiative in parallel lanes and land it through a guarded integrator.",
+    )
+    parser.add_argument("--version", action="version", version=f"imm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = sub.add_parser("plan", help="show the batch plan of an initiative (a dry run)")
+    plan.add_argument("slug", help="the initiative slug (docs/initiatives/<slug>.md)")
+    plan.add_argument("--repo", default=".", help="repository path (default: .)")
+    plan.add_argument("--format", choices=("json", "markdown", "matrix"), default="json")
+    plan.add_argument("--max-parallel", type=_positive_int, default=None, metavar="N")
+    plan.set_defaults(handler=_plan)
+
+    check = sub.add_parser("check", help="validate every initiative and intent in the repository")
+    check.add_argument("--repo", default=".", help="repository path (default: .)")
+    check.add_argument("--base", default=None, metavar="REF", help="report only files changed since REF")
+    check.set_defaults(handler=_check)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
+    schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))
+    schema.add_argument("--write", metavar="DIR", help="write every schema into DIR instead")
+    schema.set_defaults(handler=_schema)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    io = CommandIO(out=sys.stdout, err=sys.stderr)
+    handler: Handler = ns.handler
+    try:
+        return handler(ns, io)
+    except ImmError as error:
+        io.warn(f"imm {ns.command}: {error}" if "\n" not in str(error) else str(error))
+        return error.exit_code
+    except KeyboardInterrupt:
+        io.warn(f"imm {ns.command}: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - the one place unexpected errors are reported
+        log = _write_crash_log(ns.command)
+        io.warn(f"imm {ns.command}: unexpected error: {error!r}; details in {log}")
+        return EXIT_UNEXPECTED
+
+
+def _write_crash_log(command: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    directory = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir())
+    path = directory / f"imm-{command}-{stamp}-{os.getpid()}.log"
+    path.write_text(traceback.format_exc(), encoding="utf-8")
+    return path

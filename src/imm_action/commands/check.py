@@ -1,0 +1,114 @@
+"""`imm check`: validate every initiative and intent; print each problem as `path:line: message`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.carriers.intents import read_intent
+from imm_action.carriers.local import initiative_path, read_local_initiative
+from imm_action.carriers.observed import LocatedInitiative
+from imm_action.commands.io import CommandIO
+from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
+from imm_action.git import changed_paths, tracked_paths
+from imm_action.model.common import is_identifier
+from imm_action.plan.project import intent_path
+from imm_action.workspace import INITIATIVES_DIR, PLANS_DIR, load_config, open_repo
+
+INTENT_SUFFIX = ".intent.json"
+
+
+@dataclass(frozen=True)
+class CheckArgs:
+    repo: Path
+    base: str | None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    problems: list[Problem]
+    warnings: list[Problem]
+    initiatives: int
+    intents: int
+
+
+def run(args: CheckArgs, io: CommandIO) -> int:
+    repo = open_repo(args.repo)
+    result = check_repository(repo)
+    problems, warnings = result.problems, result.warnings
+    if args.base is not None:
+        relevant = _relevant_paths(repo, args.base)
+        problems = [problem for problem in problems if problem.path in relevant]
+        warnings = [warning for warning in warnings if warning.path in relevant]
+    for item in sorted(warnings) + sorted(problems):
+        io.say(item.render())
+    summary = f"{result.initiatives} initiatives, {result.intents} intents checked"
+    if problems:
+        io.warn(f"imm check: {len(problems)} problems ({summary})")
+        return EXIT_INVALID_INPUT
+    io.warn(f"imm check: no problems ({summary})")
+    return EXIT_OK
+
+
+def check_repository(repo: Path) -> CheckResult:
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    try:
+        warnings.extend(load_config(repo).warnings)
+    except InputError as error:
+        problems.extend(error.problems)
+    tracked = tracked_paths(repo, PLANS_DIR)
+    intent_files, misnamed = _intent_files(repo)
+    problems.extend(
+        Problem(relative, None, f"file name must be <task_id>{INTENT_SUFFIX} with a valid id")
+        for relative in misnamed
+    )
+    for task_id in intent_files:
+        problems.extend(read_intent(repo, task_id, tracked).problems)
+    slugs = sorted(path.name.removesuffix(".md") for path in (repo / INITIATIVES_DIR).glob("*.md"))
+    for slug in slugs:
+        try:
+            located = read_local_initiative(repo, slug)
+        except InputError as error:
+            problems.extend(error.problems)
+            continue
+        problems.extend(_missing_intents(located, set(intent_files)))
+    return CheckResult(problems, warnings, len(slugs), len(intent_files) + len(misnamed))
+
+
+def _intent_files(repo: Path) -> tuple[list[str], list[str]]:
+    """Task ids of the intent files present, and the paths of misnamed ones."""
+    task_ids: list[str] = []
+    misnamed: list[str] = []
+    for path in sorted((repo / PLANS_DIR).glob(f"*{INTENT_SUFFIX}")):
+        task_id = path.name.removesuffix(INTENT_SUFFIX)
+        if is_identifier(task_id):
+            task_ids.append(task_id)
+        else:
+            misnamed.append(f"{PLANS_DIR}/{path.name}")
+    return task_ids, misnamed
+
+
+def _missing_intents(located: LocatedInitiative, have: set[str]) -> list[Problem]:
+    return [
+        located.locations[task.task_id].problem(
+            f"Task {task.task_id} has no intent: create {intent_path(task.task_id)}"
+        )
+        for task in located.initiative.tasks
+        if task.task_id not in have
+    ]
+
+
+def _relevant_paths(repo: Path, base: str) -> set[str]:
+    """Changed files, plus the initiatives whose tasks' intents changed."""
+    changed = changed_paths(repo, base)
+    relevant = set(changed)
+    for path in (repo / INITIATIVES_DIR).glob("*.md"):
+        slug = path.name.removesuffix(".md")
+        try:
+            located = read_local_initiative(repo, slug)
+        except InputError:
+            continue
+        if any(intent_path(task.task_id) in changed for task in located.initiative.tasks):
+            relevant.add(initiative_path(slug))
+    return relevant

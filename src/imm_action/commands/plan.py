@@ -1,0 +1,93 @@
+"""`imm plan <slug>`: the batch plan as JSON, Markdown, or the first wave's Actions matrix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from imm_action.carriers.intents import IntentFile
+from imm_action.commands.io import CommandIO
+from imm_action.model.config import RepoConfig
+from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
+from imm_action.plan.project import ValidIntent, intent_path
+from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
+from imm_action.render import plan_markdown
+from imm_action.workspace import load_config, open_repo, plan_initiative
+
+PlanFormat = Literal["json", "markdown", "matrix"]
+
+
+@dataclass(frozen=True)
+class PlanArgs:
+    slug: str
+    repo: Path
+    format: PlanFormat
+    max_parallel: int | None
+
+
+def run(args: PlanArgs, io: CommandIO) -> int:
+    repo = open_repo(args.repo)
+    loaded = load_config(repo)
+    for warning in loaded.warnings:
+        io.warn(warning.render())
+    plan, intents = plan_initiative(repo, args.slug, loaded.config, max_parallel=args.max_parallel)
+    for file in intents.values():
+        for problem in file.problems:
+            io.warn(f"warning: {problem.render()} (task excluded as invalid_intent)")
+    if args.format == "json":
+        io.say(json.dumps(plan.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    elif args.format == "markdown":
+        io.say(plan_markdown(plan))
+    else:
+        io.say(json.dumps(first_wave_matrix(plan, loaded.config, intents_scope(intents))))
+    return 0
+
+
+def intents_scope(intents: Mapping[str, IntentFile]) -> dict[str, tuple[str, ...]]:
+    return {
+        task_id: tuple(file.reading.intent.scope_hint)
+        for task_id, file in intents.items()
+        if isinstance(file.reading, ValidIntent)
+    }
+
+
+def lane_branch(slug: str, task_id: str) -> str:
+    return f"imm-lane/{slug}/{task_id}"
+
+
+def first_wave_matrix(
+    plan: BatchPlan, config: RepoConfig, scopes: Mapping[str, tuple[str, ...]]
+) -> dict[str, list[dict[str, str]]]:
+    """The GitHub Actions matrix of the lanes a new batch would start (≤ 256 entries)."""
+    slices = {child.task_id: child.slice_id for child in plan.children}
+    settled = {child.task_id for child in plan.children if child.status == "already_settled"}
+    candidates = [
+        CandidateChild(
+            task_id=child.task_id,
+            blocked_by=tuple(need for need in child.blocked_by if need not in settled),
+            scope_hint=scopes[child.task_id],
+            pending=True,
+            in_flight=False,
+            done=False,
+        )
+        for child in plan.enrollable
+    ]
+    limits = AdmissionLimits(
+        max_parallel=min(plan.max_parallel, MAX_PARALLEL_LIMIT),
+        admissions_left=plan.budget.max_children,
+        barrier_globs=tuple(config.barrier_files),
+    )
+    return {
+        "include": [
+            {
+                "task_id": task_id,
+                "slice_id": slices[task_id],
+                "lane_branch": lane_branch(plan.initiative, task_id),
+                "intent_path": intent_path(task_id),
+            }
+            for task_id in startable(candidates, limits)
+        ]
+    }

@@ -1,0 +1,36 @@
+"""Repository config `.github/imm.yml` (SPEC §4.8)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
+
+CONFIG_PATH = ".github/imm.yml"
+DEFAULT_MAX_PARALLEL = 4
+
+Permission = Literal["read", "triage", "write", "maintain", "admin"]
+
+
+class _ConfigModel(BaseModel):
+    # Unknown keys warn (with their line) instead of failing: the loader reports them, so the
+    # model itself ignores them and stays readable by older versions of imm.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class CommandsConfig(_ConfigModel):
+    allowed_permission: Permission = "write"
+
+
+class RepoConfig(_ConfigModel):
+    max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] = DEFAULT_MAX_PARALLEL
+    executor: str | None = None
+    lane_setup: str | None = None
+    qa_failure_limit: Annotated[int, Field(ge=1)] = DEFAULT_QA_FAILURE_LIMIT
+    lane_timeout_minutes: Annotated[int, Field(ge=1, le=360)] = 60
+    base_ref: str | None = None
+    barrier_files: list[str] = Field(default_factory=list)
+    require_spec_binding: bool = False
+    commands: CommandsConfig = Field(default_factory=CommandsConfig)

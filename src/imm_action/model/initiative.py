@@ -1,0 +1,39 @@
+"""What a carrier observed of an initiative, and where each piece came from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from imm_action.model.common import Identifier, StrictModel
+
+LOCAL_OBSERVATION_CONTRACT = "immune_brain/local_initiative_observation/v1"
+
+
+class LocalCarrier(StrictModel):
+    kind: Literal["local"] = "local"
+    path: str
+
+
+class GithubCarrier(StrictModel):
+    kind: Literal["github"] = "github"
+    issue_number: Annotated[int, Field(ge=1)]
+
+
+Carrier = Annotated[LocalCarrier | GithubCarrier, Field(discriminator="kind")]
+
+
+class InitiativeTask(StrictModel):
+    task_id: Identifier
+    slice_id: Identifier
+    blocked_by: list[Identifier]
+
+
+class LocalInitiativeObservation(StrictModel):
+    """immune-brain's `local_initiative_observation/v1`, after normalisation (tasks sorted)."""
+
+    contract: Literal["immune_brain/local_initiative_observation/v1"]
+    initiative_id: Identifier
+    path: str
+    tasks: list[InitiativeTask]

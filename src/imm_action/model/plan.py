@@ -1,0 +1,66 @@
+"""Batch plan `imm_action/batch_plan/v1` (SPEC §4.5)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from imm_action.model.common import Digest, Identifier, StrictModel
+from imm_action.model.initiative import Carrier
+
+PLAN_CONTRACT = "imm_action/batch_plan/v1"
+MAX_PARALLEL_LIMIT = 256
+DEFAULT_QA_FAILURE_LIMIT = 2
+
+ChildStatus = Literal["enrollable", "needs_human", "blocked", "already_settled"]
+
+
+class PlanChild(StrictModel):
+    task_id: Identifier
+    slice_id: Identifier
+    blocked_by: list[Identifier] = Field(description="Transitive closure of dependencies, sorted.")
+    status: ChildStatus
+    reason: str | None
+    intent_path: str
+    intent_revision: int | None
+    intent_content_hash: Digest | None
+
+
+class EnrollableChild(StrictModel):
+    task_id: Identifier
+    intent_path: str
+    intent_revision: Annotated[int, Field(ge=1)]
+    intent_content_hash: Digest
+    blocked_by: list[Identifier]
+
+
+class ExcludedChild(StrictModel):
+    task_id: Identifier
+    slice_id: Identifier
+    reason: str
+
+
+class Budget(StrictModel):
+    max_children: Annotated[int, Field(ge=0)]
+    qa_failure_limit: Annotated[int, Field(ge=1)] = DEFAULT_QA_FAILURE_LIMIT
+
+
+class ScopeConflict(StrictModel):
+    task_id: Identifier
+    overlaps_with: list[Identifier]
+
+
+class BatchPlan(StrictModel):
+    contract: Literal["imm_action/batch_plan/v1"]
+    initiative: Identifier
+    carrier: Carrier
+    order: list[Identifier]
+    children: list[PlanChild]
+    enrollable: list[EnrollableChild]
+    excluded: list[ExcludedChild]
+    budget: Budget
+    max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)]
+    parallel_groups: list[list[Identifier]]
+    scope_conflicts: list[ScopeConflict]
+    plan_digest: Digest

@@ -1,0 +1,43 @@
+"""Batch run report `imm_action/batch_run_report/v1` (SPEC §4.7)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
+from imm_action.model.state import BatchState, ChildState
+
+REPORT_CONTRACT = "imm_action/batch_run_report/v1"
+
+
+class ReportChild(StrictModel):
+    task_id: Identifier
+    state: ChildState
+    reason: str | None
+    commit: GitOid | None
+    lane_branch: str | None
+    attempts: Annotated[int, Field(ge=0)]
+    qa_failures: Annotated[int, Field(ge=0)]
+
+
+class BatchRunReport(StrictModel):
+    contract: Literal["imm_action/batch_run_report/v1"]
+    batch_id: Identifier
+    initiative_slug: Identifier
+    batch_state: BatchState
+    max_parallel: Annotated[int, Field(ge=1)]
+    children: list[ReportChild]
+    commits: list[GitOid]
+    reason: str
+    next_action: str
+    lanes_started: Annotated[int, Field(ge=0)]
+    created_at: Timestamp
+
+    @model_validator(mode="after")
+    def _every_unfinished_child_says_why(self) -> BatchRunReport:
+        silent = [c.task_id for c in self.children if not c.state.done and not c.reason]
+        if silent:
+            raise ValueError(f"children without a reason: {', '.join(silent)}")
+        return self

@@ -1,0 +1,189 @@
+"""Batch run state `imm_action/batch_run_state/v1` (SPEC §4.6) and its invariants."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
+from imm_action.model.initiative import Carrier
+from imm_action.model.plan import MAX_PARALLEL_LIMIT
+
+STATE_CONTRACT = "imm_action/batch_run_state/v1"
+
+
+class BatchState(StrEnum):
+    PREPARED = "prepared"
+    RUNNING = "running"
+    NEEDS_HUMAN = "needs_human"
+    COMPLETED = "completed"
+    BUDGET_STOPPED = "budget_stopped"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_BATCH_STATES
+
+
+TERMINAL_BATCH_STATES = frozenset(
+    {
+        BatchState.COMPLETED,
+        BatchState.BUDGET_STOPPED,
+        BatchState.FAILED,
+        BatchState.REJECTED,
+        BatchState.CANCELLED,
+    }
+)
+# A batch in one of these must not leave a lane running behind it.
+_NO_FLIGHT_BATCH_STATES = TERMINAL_BATCH_STATES - {BatchState.COMPLETED}
+
+
+class ChildState(StrEnum):
+    PENDING = "pending"
+    LANE_ADMITTED = "lane_admitted"
+    SETTLED = "settled"
+    LANE_COMMITTED = "lane_committed"
+    INTEGRATED = "integrated"
+    RELEASED = "released"
+    NEEDS_HUMAN = "needs_human"
+    SKIPPED_BLOCKED = "skipped_blocked"
+
+    @property
+    def in_flight(self) -> bool:
+        return self in IN_FLIGHT_STATES
+
+    @property
+    def done(self) -> bool:
+        return self in DONE_STATES
+
+
+IN_FLIGHT_STATES = frozenset(
+    {ChildState.LANE_ADMITTED, ChildState.SETTLED, ChildState.LANE_COMMITTED}
+)
+DONE_STATES = frozenset({ChildState.INTEGRATED, ChildState.RELEASED})
+LANE_BOUND_STATES = IN_FLIGHT_STATES | DONE_STATES
+REASONED_STATES = frozenset({ChildState.NEEDS_HUMAN, ChildState.SKIPPED_BLOCKED})
+
+
+class GithubRunner(StrictModel):
+    kind: Literal["github"] = "github"
+    run_id: Annotated[int, Field(ge=1)]
+    run_attempt: Annotated[int, Field(ge=1)]
+    job: str
+
+
+class LocalRunner(StrictModel):
+    kind: Literal["local"] = "local"
+    path: str
+    pid: int | None
+
+
+Runner = Annotated[GithubRunner | LocalRunner, Field(discriminator="kind")]
+
+
+class Lane(StrictModel):
+    branch: str
+    base_head: GitOid
+    lane_commit: GitOid | None
+    runner: Runner
+
+
+class BatchChild(StrictModel):
+    task_id: Identifier
+    slice_id: Identifier
+    blocked_by: list[Identifier]
+    state: ChildState
+    reason: str | None
+    commit: GitOid | None
+    lane: Lane | None
+    qa_failures: Annotated[int, Field(ge=0)]
+    attempts: Annotated[int, Field(ge=0)]
+
+
+class StateBudget(StrictModel):
+    max_children: Annotated[int, Field(ge=1)]
+    qa_failure_limit: Annotated[int, Field(ge=1)]
+
+
+class AdoptedHead(StrictModel):
+    """A commit someone else pushed on top of the batch branch, adopted as the new expected head."""
+
+    from_: GitOid = Field(alias="from")
+    to: GitOid
+
+
+class BatchRunState(StrictModel):
+    contract: Literal["imm_action/batch_run_state/v1"]
+    batch_id: Identifier
+    initiative_slug: Identifier
+    carrier: Carrier
+    plan_digest: Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+    base_ref: str
+    base_head: GitOid
+    branch: str
+    authorized_by: str
+    confirmation_time: Timestamp
+    budget: StateBudget
+    max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)]
+    batch_state: BatchState
+    children: Annotated[list[BatchChild], Field(min_length=1)]
+    commits: list[GitOid]
+    adopted_heads: list[AdoptedHead]
+    created_at: Timestamp
+    updated_at: Timestamp
+
+    @model_validator(mode="after")
+    def _invariants_hold(self) -> BatchRunState:
+        problems = state_invariant_violations(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def state_invariant_violations(state: BatchRunState) -> list[str]:
+    """Every §4.6 invariant the state breaks, each naming the batch and the child."""
+    where = f"batch run state {state.batch_id}"
+    problems: list[str] = []
+    seen: set[str] = set()
+    commits = set(state.commits)
+    if len(commits) != len(state.commits):
+        problems.append(f"{where} lists a commit twice")
+    for child in state.children:
+        if child.task_id in seen:
+            problems.append(f"{where} has a duplicate child {child.task_id}")
+        seen.add(child.task_id)
+        problems.extend(f"{where} child {child.task_id} {text}" for text in _child_violations(child))
+        if child.commit is not None and child.commit not in commits:
+            problems.append(f"{where} child {child.task_id} commit is missing from commits")
+    if state.batch_state in _NO_FLIGHT_BATCH_STATES and any(
+        child.state.in_flight for child in state.children
+    ):
+        problems.append(f"{where} is {state.batch_state} but a child is still in flight")
+    if state.batch_state is BatchState.COMPLETED and not all(
+        child.state.done for child in state.children
+    ):
+        problems.append(f"{where} is completed but a child is not integrated")
+    return problems
+
+
+def _child_violations(child: BatchChild) -> list[str]:
+    problems: list[str] = []
+    lane_bound = child.state in LANE_BOUND_STATES
+    if lane_bound and child.lane is None:
+        problems.append(f"is {child.state} without a lane")
+    if child.state in (ChildState.PENDING, ChildState.SKIPPED_BLOCKED) and child.lane is not None:
+        problems.append(f"is {child.state} but holds a lane")
+    if child.state.done and child.commit is None:
+        problems.append(f"is {child.state} without a commit")
+    if not child.state.done and child.commit is not None:
+        problems.append("has a commit but is not integrated")
+    needs_lane_commit = child.state.done or child.state is ChildState.LANE_COMMITTED
+    if needs_lane_commit and child.lane is not None and child.lane.lane_commit is None:
+        problems.append(f"is {child.state} without a lane commit")
+    if child.state in REASONED_STATES and not child.reason:
+        problems.append(f"is {child.state} without a reason")
+    return problems

@@ -1,0 +1,44 @@
+"""Turning pydantic's errors into `json.path: message` pairs a person can act on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+
+def json_path(loc: Sequence[int | str]) -> str:
+    """`('acceptance', 0, 'id')` -> `acceptance[0].id`."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+Loc = tuple[int | str, ...]
+
+
+def validation_messages(error: ValidationError) -> list[tuple[str, str]]:
+    return [(json_path(loc), message) for loc, message in located_messages(error)]
+
+
+def located_messages(error: ValidationError) -> list[tuple[Loc, str]]:
+    """Each error as (location in the document, message), with pydantic's jargon translated."""
+    problems: list[tuple[Loc, str]] = []
+    for item in error.errors(include_url=False):
+        loc = tuple(part for part in item["loc"] if not _is_union_tag(part))
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif item["type"] == "missing":
+            message = "required key is missing"
+        problems.append((loc, message))
+    return problems
+
+
+def _is_union_tag(part: int | str) -> bool:
+    # pydantic names the union member it tried (e.g. 'function-after[...]'); people need the key.
+    return isinstance(part, str) and ("[" in part or part in {"str", "int", "list[str]"})

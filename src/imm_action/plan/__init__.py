@@ -1,0 +1,1 @@
+"""The pure planning core: no I/O, no environment, no clock. Data in, decisions out."""

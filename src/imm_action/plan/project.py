@@ -1,0 +1,209 @@
+"""Projecting an initiative and its intents into a batch plan (pure: data in, plan out)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from imm_action.model.common import sha256_digest
+from imm_action.model.initiative import GithubCarrier, InitiativeTask, LocalCarrier
+from imm_action.model.intent import TaskIntent
+from imm_action.model.plan import (
+    DEFAULT_QA_FAILURE_LIMIT,
+    MAX_PARALLEL_LIMIT,
+    PLAN_CONTRACT,
+    BatchPlan,
+    Budget,
+    ChildStatus,
+    EnrollableChild,
+    ExcludedChild,
+    PlanChild,
+    ScopeConflict,
+)
+from imm_action.plan.dag import kahn_order, transitive_closures
+from imm_action.plan.schedule import ScheduleChild, parallel_groups
+
+REASON_CRITICAL = "critical"
+REASON_DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
+REASON_INVALID_INTENT = "invalid_intent"
+
+
+def intent_path(task_id: str) -> str:
+    return f"docs/plans/{task_id}.intent.json"
+
+
+@dataclass(frozen=True)
+class Initiative:
+    """A normalised initiative: ids checked, dependencies known, tasks sorted by task_id."""
+
+    slug: str
+    carrier: LocalCarrier | GithubCarrier
+    tasks: tuple[InitiativeTask, ...]
+
+
+@dataclass(frozen=True)
+class ValidIntent:
+    intent: TaskIntent
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class InvalidIntent:
+    why: str
+
+
+IntentReading = ValidIntent | InvalidIntent
+
+
+class PlanInputError(ValueError):
+    """Plan options that cannot describe a batch (e.g. a budget larger than the initiative)."""
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    max_parallel: int
+    qa_failure_limit: int = DEFAULT_QA_FAILURE_LIMIT
+    max_children: int | None = None
+    settled: Mapping[str, str] = field(default_factory=dict)  # task id -> batch that integrated it
+
+
+def build_plan(
+    initiative: Initiative, intents: Mapping[str, IntentReading], options: PlanOptions
+) -> BatchPlan:
+    _check_options(options)
+    dependencies = {task.task_id: task.blocked_by for task in initiative.tasks}
+    order = kahn_order(dependencies)
+    closures = transitive_closures(order, dependencies)
+    tasks = {task.task_id: task for task in initiative.tasks}
+    children = _classify(order, tasks, closures, intents, options.settled)
+    enrollable = [
+        EnrollableChild(
+            task_id=child.task_id,
+            intent_path=child.intent_path,
+            intent_revision=child.intent_revision or 0,
+            intent_content_hash=child.intent_content_hash or "",
+            blocked_by=child.blocked_by,
+        )
+        for child in children
+        if child.status == "enrollable"
+    ]
+    excluded = [
+        ExcludedChild(task_id=child.task_id, slice_id=child.slice_id, reason=child.reason or "")
+        for child in children
+        if child.status != "enrollable"
+    ]
+    projection = parallel_groups(_schedule_view(enrollable, intents))
+    return BatchPlan(
+        contract=PLAN_CONTRACT,
+        initiative=initiative.slug,
+        carrier=initiative.carrier,
+        order=order,
+        children=children,
+        enrollable=enrollable,
+        excluded=excluded,
+        budget=_budget(options, len(enrollable)),
+        max_parallel=options.max_parallel,
+        parallel_groups=projection.parallel_groups,
+        scope_conflicts=[
+            ScopeConflict(task_id=task_id, overlaps_with=others)
+            for task_id, others in projection.scope_conflicts
+        ],
+        plan_digest=plan_digest(enrollable),
+    )
+
+
+def _check_options(options: PlanOptions) -> None:
+    if not 1 <= options.max_parallel <= MAX_PARALLEL_LIMIT:
+        raise PlanInputError(
+            f"max_parallel must be between 1 and {MAX_PARALLEL_LIMIT} "
+            f"(at most {MAX_PARALLEL_LIMIT} lanes per run), got {options.max_parallel}"
+        )
+    if options.qa_failure_limit < 1:
+        raise PlanInputError(f"qa_failure_limit must be at least 1, got {options.qa_failure_limit}")
+
+
+def _classify(
+    order: Sequence[str],
+    tasks: Mapping[str, InitiativeTask],
+    closures: Mapping[str, list[str]],
+    intents: Mapping[str, IntentReading],
+    settled: Mapping[str, str],
+) -> list[PlanChild]:
+    status: dict[str, ChildStatus] = {}
+    children: list[PlanChild] = []
+    for task_id in order:
+        task = tasks[task_id]
+        reading = intents.get(task_id, InvalidIntent("intent file is missing"))
+        state, reason = _status_of(task, reading, settled, status)
+        status[task_id] = state
+        valid = reading if isinstance(reading, ValidIntent) else None
+        children.append(
+            PlanChild(
+                task_id=task_id,
+                slice_id=task.slice_id,
+                blocked_by=closures[task_id],
+                status=state,
+                reason=reason,
+                intent_path=intent_path(task_id),
+                intent_revision=valid.intent.revision if valid else None,
+                intent_content_hash=valid.content_hash if valid else None,
+            )
+        )
+    return children
+
+
+def _status_of(
+    task: InitiativeTask,
+    reading: IntentReading,
+    settled: Mapping[str, str],
+    known: Mapping[str, ChildStatus],
+) -> tuple[ChildStatus, str | None]:
+    if isinstance(reading, InvalidIntent):
+        return "needs_human", f"{REASON_INVALID_INTENT}: {reading.why}"
+    if reading.intent.risk == "critical":
+        return "needs_human", REASON_CRITICAL
+    if task.task_id in settled:
+        return "already_settled", f"already integrated by batch {settled[task.task_id]}"
+    if any(known[need] not in ("enrollable", "already_settled") for need in task.blocked_by):
+        return "blocked", REASON_DEPENDENCY_UNAVAILABLE
+    return "enrollable", None
+
+
+def _budget(options: PlanOptions, enrollable: int) -> Budget:
+    if options.max_children is None:
+        return Budget(max_children=enrollable, qa_failure_limit=options.qa_failure_limit)
+    if not 1 <= options.max_children <= max(enrollable, 1):
+        raise PlanInputError(
+            f"max_children must be between 1 and the {enrollable} enrollable tasks, "
+            f"got {options.max_children}"
+        )
+    return Budget(max_children=options.max_children, qa_failure_limit=options.qa_failure_limit)
+
+
+def _schedule_view(
+    enrollable: Sequence[EnrollableChild], intents: Mapping[str, IntentReading]
+) -> list[ScheduleChild]:
+    # Settled and excluded dependencies never get placed in a wave; only enrollable ones order
+    # the waves (a settled dependency is already done).
+    ids = {child.task_id for child in enrollable}
+    view = []
+    for child in enrollable:
+        reading = intents[child.task_id]
+        assert isinstance(reading, ValidIntent)
+        view.append(
+            ScheduleChild(
+                task_id=child.task_id,
+                blocked_by=tuple(need for need in child.blocked_by if need in ids),
+                scope_hint=tuple(reading.intent.scope_hint),
+            )
+        )
+    return view
+
+
+def plan_digest(enrollable: Sequence[EnrollableChild]) -> str:
+    """SPEC §4.1: SHA-256 over the compact, key-sorted JSON of the enrollable list."""
+    payload = [child.model_dump(mode="json") for child in enrollable]
+    return sha256_digest(
+        json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    )

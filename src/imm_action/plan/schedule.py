@@ -1,0 +1,138 @@
+"""Parallel groups, scope conflicts and the startable set (pure).
+
+`parallel_groups` returns exactly what the reference's `projectParallelGroups` returns, but uses a
+readiness counter and a scope trie instead of rescanning every remaining task against every wave
+member, so a 10,000-task initiative plans in milliseconds instead of seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from imm_action.plan.scope import UNIVERSAL, Prefix, ScopeIndex, scope_prefixes, scopes_overlap
+
+
+@dataclass(frozen=True)
+class ScheduleChild:
+    task_id: str
+    blocked_by: tuple[str, ...]
+    scope_hint: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParallelProjection:
+    parallel_groups: list[list[str]]
+    scope_conflicts: list[tuple[str, list[str]]]
+
+
+def parallel_groups(children: Sequence[ScheduleChild]) -> ParallelProjection:
+    """Waves over `children` (in their order): a child joins the current wave when all its
+    `blocked_by` are placed in earlier waves and its scope overlaps no member chosen before it;
+    a child deferred for overlap records every member it overlapped."""
+    prefixes = [scope_prefixes(child.scope_hint) for child in children]
+    position = {child.task_id: index for index, child in enumerate(children)}
+    waiting = [0] * len(children)
+    dependents: list[list[int]] = [[] for _ in children]
+    for index, child in enumerate(children):
+        needs = set(child.blocked_by)
+        waiting[index] = len(needs)
+        for need in needs:
+            if need in position:
+                dependents[position[need]].append(index)
+    ready = [index for index, count in enumerate(waiting) if count == 0]
+    conflicts: dict[int, set[int]] = {}
+    groups: list[list[str]] = []
+    remaining = len(children)
+    while remaining:
+        if not ready:
+            raise ValueError("Initiative Task dependencies must form an acyclic graph")
+        wave, deferred = _fill_wave(ready, prefixes, conflicts)
+        groups.append([children[index].task_id for index in wave])
+        remaining -= len(wave)
+        newly: list[int] = []
+        for index in wave:
+            for dependent in dependents[index]:
+                waiting[dependent] -= 1
+                if waiting[dependent] == 0:
+                    newly.append(dependent)
+        ready = sorted(deferred + newly)
+    scope_conflicts = [
+        (children[index].task_id, sorted(children[other].task_id for other in conflicts[index]))
+        for index in sorted(conflicts)
+    ]
+    return ParallelProjection(parallel_groups=groups, scope_conflicts=scope_conflicts)
+
+
+def _fill_wave(
+    ready: list[int], prefixes: list[tuple[Prefix, ...]], conflicts: dict[int, set[int]]
+) -> tuple[list[int], list[int]]:
+    index = ScopeIndex()
+    wave: list[int] = []
+    deferred: list[int] = []
+    for child in ready:
+        if index.overlaps_any(prefixes[child]):
+            conflicts.setdefault(child, set()).update(index.overlapping(prefixes[child]))
+            deferred.append(child)
+        else:
+            wave.append(child)
+            index.add(child, prefixes[child])
+    return wave, deferred
+
+
+@dataclass(frozen=True)
+class CandidateChild:
+    """A child as the admission step sees it."""
+
+    task_id: str
+    blocked_by: tuple[str, ...]
+    scope_hint: tuple[str, ...]
+    pending: bool
+    in_flight: bool
+    done: bool
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    max_parallel: int
+    admissions_left: int = 1 << 30  # what the max_children budget still allows
+    barrier_globs: tuple[str, ...] = field(default=())
+
+
+def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> list[str]:
+    """Pending children to admit now, in the given (plan) order, as the reference's
+    `startableChildren` picks them; a child touching a barrier file serialises with every lane."""
+    if limits.max_parallel <= 0:
+        raise ValueError("max_parallel must be a positive integer")
+    done = {child.task_id for child in children if child.done}
+    occupied = ScopeIndex()
+    slots = 0
+    for position, child in enumerate(children):
+        if child.in_flight:
+            occupied.add(position, _schedule_prefixes(child, limits.barrier_globs))
+            slots += 1
+    chosen: list[str] = []
+    for position, child in enumerate(children):
+        if slots >= limits.max_parallel or len(chosen) >= limits.admissions_left:
+            break
+        if not child.pending or not all(need in done for need in child.blocked_by):
+            continue
+        prefixes = _schedule_prefixes(child, limits.barrier_globs)
+        if occupied.overlaps_any(prefixes):
+            continue
+        chosen.append(child.task_id)
+        occupied.add(position, prefixes)
+        slots += 1
+    return chosen
+
+
+def _schedule_prefixes(child: CandidateChild, barrier_globs: tuple[str, ...]) -> tuple[Prefix, ...]:
+    if barrier_globs and touches_barrier(child.scope_hint, barrier_globs):
+        return (UNIVERSAL,)
+    return scope_prefixes(child.scope_hint)
+
+
+def touches_barrier(scope: Sequence[str], barrier_globs: Sequence[str]) -> bool:
+    """Whether a scope may change a barrier file (lockfiles, CI config): the same conservative
+    prefix test as between two lanes, so `**/poetry.lock` serialises every directory scope."""
+    return scopes_overlap(scope, barrier_globs)
