@@ -1,0 +1,102 @@
+"""Shared fixtures: real git repositories with pinned identities and no user config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.com",
+}
+
+
+@pytest.fixture(autouse=True)
+def pinned_git(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    yield
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+def make_repo(root: Path, files: Mapping[str, str | bytes], *, commit: bool = True) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "-b", "main")
+    write_files(root, files)
+    git(root, "add", "-A")
+    if commit:
+        git(root, "commit", "-q", "-m", "initial", "--allow-empty")
+    return root
+
+
+def descriptor(argv: list[str] | None = None, executable: str = "python3", **command: Any) -> str:
+    body = {"executable": executable, "argv": argv or ["-c", "pass"], **command}
+    return json.dumps({"contract": "assurance_kernel/verification_descriptor/v2", "command": body})
+
+
+def intent(task_id: str, **overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "contract": "assurance_kernel/task_intent/v1",
+        "task_id": task_id,
+        "goal": f"Do {task_id}",
+        "acceptance": [{"id": "ok", "assertion": "It works.", "verification": descriptor()}],
+        "scope_hint": [f"src/{task_id}"],
+        "risk": "routine",
+        "revision": 1,
+        "owner": "user",
+    }
+    data.update(overrides)
+    return data
+
+
+def initiative_markdown(tasks: Mapping[str, list[str]]) -> str:
+    lines = ["# Initiative", ""]
+    for task_id, needs in tasks.items():
+        lines += [f"## s-{task_id}: slice {task_id}", "Tasks:", f"- {task_id}"]
+        if needs:
+            lines.append("Blocked by: " + ", ".join(needs))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def initiative_files(
+    slug: str, tasks: Mapping[str, list[str]], intents: Mapping[str, dict[str, Any]] | None = None
+) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {f"docs/initiatives/{slug}.md": initiative_markdown(tasks)}
+    for task_id in tasks:
+        data = (intents or {}).get(task_id, intent(task_id))
+        files[f"docs/plans/{task_id}.intent.json"] = json.dumps(data, indent=2) + "\n"
+    return files
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root (including .git), to prove a command wrote nothing."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }

@@ -1,0 +1,264 @@
+"""`imm plan` and `imm check` on real git repositories: outputs, exit codes, located errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from imm_action.cli import main
+from tests.conftest import descriptor, git, initiative_files, intent, make_repo, snapshot
+
+DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def diamond(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", initiative_files("init", DIAMOND))
+
+
+def test_plan_json_is_exactly_the_plan_model(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "plan", "init", "--repo", str(diamond), "--format", "json")
+    assert code == 0
+    plan = json.loads(out)
+    assert list(plan) == ["contract", "initiative", "carrier", "order", "children", "enrollable",
+                          "excluded", "budget", "max_parallel", "parallel_groups",
+                          "scope_conflicts", "plan_digest"]  # fmt: skip
+    assert plan["order"] == ["a", "b", "c", "d"]
+    assert plan["parallel_groups"] == [["a"], ["b", "c"], ["d"]]
+    assert plan["children"][3]["blocked_by"] == ["a", "b", "c"]
+    assert plan["max_parallel"] == 4
+
+
+def test_plan_output_is_byte_identical_across_runs(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _run(capsys, "plan", "init", "--repo", str(diamond))
+    second = _run(capsys, "plan", "init", "--repo", str(diamond))
+    assert first == second
+
+
+def test_plan_matrix_lists_the_first_wave_as_lane_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_repo(tmp_path / "r", initiative_files("wide", {"a": [], "b": [], "c": [], "d": ["a"]}))
+    code, out, _ = _run(capsys, "plan", "wide", "--repo", str(repo), "--format", "matrix", "--max-parallel", "2")
+    assert code == 0
+    assert json.loads(out) == {
+        "include": [
+            {"task_id": "a", "slice_id": "s-a", "lane_branch": "imm-lane/wide/a",
+             "intent_path": "docs/plans/a.intent.json"},
+            {"task_id": "b", "slice_id": "s-b", "lane_branch": "imm-lane/wide/b",
+             "intent_path": "docs/plans/b.intent.json"},
+        ]
+    }  # fmt: skip
+
+
+def test_plan_markdown_has_the_table_and_a_coloured_grouped_mermaid_dag(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "plan", "init", "--repo", str(diamond), "--format", "markdown")
+    assert code == 0
+    assert "| `d` | `s-d` | enrollable |" in out
+    assert '```mermaid\nflowchart TD\n  subgraph g1["parallel group 1"]' in out
+    assert "  t1 --> t3" in out and "  t0 --> t3" not in out  # direct edges only
+    assert "classDef enrollable" in out
+
+
+def test_plan_excludes_an_invalid_intent_and_says_where_it_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = initiative_files("init", DIAMOND)
+    files["docs/plans/b.intent.json"] = '{\n  "contract": "assurance_kernel/task_intent/v1",\n  "oops": 1\n}\n'
+    repo = make_repo(tmp_path / "r", files)
+    code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert code == 0
+    children = {child["task_id"]: child for child in json.loads(out)["children"]}
+    assert children["b"]["status"] == "needs_human"
+    assert children["b"]["reason"].startswith("invalid_intent: docs/plans/b.intent.json:1: task_id: ")
+    assert "docs/plans/b.intent.json:3: oops: unknown key" in children["b"]["reason"]
+    assert children["d"]["status"] == "blocked"
+    assert "docs/plans/b.intent.json:3: oops: unknown key" in err
+
+
+def test_plan_of_a_missing_initiative_is_a_usage_error(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", "nope", "--repo", str(diamond))
+    assert code == 2
+    assert "docs/initiatives/nope.md does not exist" in err
+
+
+def test_plan_outside_a_git_work_tree_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", "x", "--repo", str(tmp_path))
+    assert code == 2
+    assert "not inside a git work tree" in err
+
+
+def test_plan_refuses_more_than_256_lanes(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", "init", "--repo", str(diamond), "--max-parallel", "257")
+    assert code == 2
+    assert "at most 256 lanes per run" in err
+
+
+def test_check_passes_on_a_clean_repository(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "check", "--repo", str(diamond))
+    assert (code, out) == (0, "")
+    assert "no problems (1 initiatives, 4 intents checked)" in err
+
+
+def _v1() -> str:
+    return json.dumps({"contract": "assurance_kernel/verification_descriptor/v1", "command": "pytest -q"})
+
+
+def _intent_text(**overrides: Any) -> str:
+    return json.dumps({**intent("b"), **overrides}, indent=2) + "\n"
+
+
+MALFORMED_INTENTS = {
+    "bad JSON": ('{\n  "task_id": "b",\n  oops\n}\n', "docs/plans/b.intent.json:3: is not valid JSON"),
+    "unknown key": (_intent_text(colour="red"), "docs/plans/b.intent.json:18: colour: unknown key"),
+    "bad id": (_intent_text(task_id="b!"), "docs/plans/b.intent.json:3: task_id: String should match"),
+    "v1 descriptor": (
+        _intent_text(acceptance=[{"id": "x", "assertion": "y", "verification": _v1()}]),
+        "docs/plans/b.intent.json:9: acceptance[0].verification: "
+        "verification_contract_migration_required",
+    ),
+    "oversize file": (
+        _intent_text(goal="x" * 70_000),
+        "docs/plans/b.intent.json: is larger than 65536 bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_INTENTS))
+def test_check_refuses_a_malformed_intent_naming_file_and_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    text, expected = MALFORMED_INTENTS[case]
+    files = initiative_files("init", DIAMOND)
+    files["docs/plans/b.intent.json"] = text
+    repo = make_repo(tmp_path / "r", files)
+    before = snapshot(repo)
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert expected in out
+    assert snapshot(repo) == before
+
+
+def test_check_refuses_an_untracked_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_repo(tmp_path / "r", initiative_files("init", DIAMOND))
+    (repo / "docs/plans/e.intent.json").write_text(json.dumps(intent("e")), encoding="utf-8")
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert "docs/plans/e.intent.json: is not tracked by git (run: git add docs/plans/e.intent.json)" in out
+
+
+def test_check_refuses_a_symlinked_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = initiative_files("init", DIAMOND)
+    files["elsewhere/b.json"] = files.pop("docs/plans/b.intent.json")
+    repo = make_repo(tmp_path / "r", files, commit=False)
+    os.symlink("../../elsewhere/b.json", repo / "docs/plans/b.intent.json")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    before = snapshot(repo)
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert "docs/plans/b.intent.json: must not be reached through a symlink" in out
+    assert snapshot(repo) == before
+
+
+def test_check_refuses_an_intent_dir_reached_through_a_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = {f"real/{k.removeprefix('docs/plans/')}": v for k, v in initiative_files("init", DIAMOND).items() if "plans" in k}
+    files["docs/initiatives/init.md"] = initiative_files("init", DIAMOND)["docs/initiatives/init.md"]
+    repo = make_repo(tmp_path / "r", files, commit=False)
+    os.symlink("../real", repo / "docs/plans")
+    code, out, _ = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert code == 0
+    assert "docs/plans is a link" in json.loads(out)["children"][0]["reason"]
+
+
+INITIATIVE_ERRORS = {
+    "cycle": ("## s1: A\nTasks:\n- a\nBlocked by: b\n## s2: B\nTasks:\n- b\nBlocked by: a\n",
+              "docs/initiatives/init.md:3: Task a is on a dependency cycle"),
+    "unknown dependency": ("## s1: A\nTasks:\n- a\nBlocked by: ghost\n",
+                           "docs/initiatives/init.md:4: Task a is blocked by 'ghost'"),
+    "bad id": ("## s1: A\nTasks:\n- a b\n", "docs/initiatives/init.md:3: task id 'a b' is not a valid id"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(INITIATIVE_ERRORS))
+@pytest.mark.parametrize("command", ["check", "plan"])
+def test_a_malformed_initiative_exits_2_naming_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, command: str
+) -> None:
+    text, expected = INITIATIVE_ERRORS[case]
+    files = initiative_files("init", {"a": [], "b": []})
+    files["docs/initiatives/init.md"] = text
+    repo = make_repo(tmp_path / "r", files)
+    before = snapshot(repo)
+    argv = ["check", "--repo", str(repo)] if command == "check" else ["plan", "init", "--repo", str(repo)]
+    code, out, err = _run(capsys, *argv)
+    assert code == 2
+    assert expected in out + err
+    assert snapshot(repo) == before
+
+
+def test_check_reports_a_task_without_an_intent_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = initiative_files("init", DIAMOND)
+    del files["docs/plans/c.intent.json"]
+    repo = make_repo(tmp_path / "r", files)
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert "docs/initiatives/init.md:14: Task c has no intent: create docs/plans/c.intent.json" in out
+
+
+def test_check_with_base_reports_only_what_the_change_touched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = initiative_files("init", DIAMOND)
+    files["docs/plans/a.intent.json"] = "{broken"
+    repo = make_repo(tmp_path / "r", files)
+    (repo / "docs/plans/b.intent.json").write_text("{also broken", encoding="utf-8")
+    git(repo, "commit", "-qam", "break b")
+    code, out, _ = _run(capsys, "check", "--repo", str(repo), "--base", "HEAD~1")
+    assert code == 2
+    assert "docs/plans/b.intent.json" in out
+    assert "docs/plans/a.intent.json" not in out
+
+
+def test_config_unknown_keys_warn_with_their_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = initiative_files("init", DIAMOND)
+    files[".github/imm.yml"] = "# settings\nmax_parallel: 2\ncolour: red\ncommands:\n  shout: yes\n"
+    repo = make_repo(tmp_path / "r", files)
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert code == 0
+    assert ".github/imm.yml:3: warning: unknown setting 'colour' is ignored" in out
+    assert ".github/imm.yml:5: warning: unknown setting 'commands.shout' is ignored" in out
+
+
+def test_config_bad_values_are_errors_with_their_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = initiative_files("init", DIAMOND)
+    files[".github/imm.yml"] = "max_parallel: 2\nqa_failure_limit: zero\n"
+    repo = make_repo(tmp_path / "r", files)
+    code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert code == 2
+    assert ".github/imm.yml:2: qa_failure_limit: Input should be a valid integer" in err
+
+
+def test_the_console_script_maps_errors_to_exit_codes(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "imm_action", "plan", "x", "--repo", str(tmp_path / "missing")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "no such directory" in done.stderr
+    usage = subprocess.run([sys.executable, "-m", "imm_action", "plan"], capture_output=True, check=False)
+    assert usage.returncode == 2
+
+
+def test_descriptor_helper_round_trips() -> None:
+    assert json.loads(descriptor())["command"]["executable"] == "python3"

@@ -1,0 +1,121 @@
+"""Parallel groups and the startable set: identical to the reference, and sound on their own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from imm_action.plan.schedule import (
+    AdmissionLimits,
+    CandidateChild,
+    ScheduleChild,
+    parallel_groups,
+    startable,
+)
+from imm_action.plan.scope import scopes_overlap
+from tests import reference_port
+from tests.unit.strategies import clean_scope_lists, schedule_inputs
+
+
+def _ours(children: list[dict[str, Any]]) -> dict[str, Any]:
+    projection = parallel_groups(
+        [
+            ScheduleChild(c["task_id"], tuple(c["blocked_by"]), tuple(c["scope_hint"]))
+            for c in children
+        ]
+    )
+    return {
+        "parallel_groups": projection.parallel_groups,
+        "scope_conflicts": [
+            {"task_id": task, "overlaps_with": others} for task, others in projection.scope_conflicts
+        ],
+    }
+
+
+@settings(max_examples=400)
+@given(schedule_inputs())
+def test_parallel_groups_are_identical_to_the_reference(children: list[dict[str, Any]]) -> None:
+    assert _ours(children) == reference_port.project_parallel_groups(children)
+
+
+@settings(max_examples=200)
+@given(schedule_inputs(scopes=clean_scope_lists))
+def test_parallel_groups_partition_the_children_into_independent_disjoint_groups(
+    children: list[dict[str, Any]],
+) -> None:
+    groups = _ours(children)["parallel_groups"]
+    flat = [task for group in groups for task in group]
+    assert sorted(flat) == sorted(c["task_id"] for c in children)
+    by_id = {c["task_id"]: c for c in children}
+    wave_of = {task: number for number, group in enumerate(groups) for task in group}
+    for group in groups:
+        for position, task in enumerate(group):
+            for other in group[position + 1 :]:
+                assert not scopes_overlap(by_id[task]["scope_hint"], by_id[other]["scope_hint"])
+                assert other not in by_id[task]["blocked_by"]
+                assert task not in by_id[other]["blocked_by"]
+    for child in children:
+        assert all(wave_of[need] < wave_of[child["task_id"]] for need in child["blocked_by"])
+
+
+def test_a_child_deferred_for_overlap_records_every_member_it_overlapped() -> None:
+    children = [
+        {"task_id": "a", "blocked_by": [], "scope_hint": ["src/a"]},
+        {"task_id": "b", "blocked_by": [], "scope_hint": ["src/b"]},
+        {"task_id": "c", "blocked_by": [], "scope_hint": ["src"]},
+    ]
+    assert _ours(children) == {
+        "parallel_groups": [["a", "b"], ["c"]],
+        "scope_conflicts": [{"task_id": "c", "overlaps_with": ["a", "b"]}],
+    }
+
+
+def test_parallel_groups_refuse_a_dependency_that_can_never_be_placed() -> None:
+    with pytest.raises(ValueError, match="acyclic"):
+        parallel_groups([ScheduleChild("a", ("ghost",), ("src",))])
+
+
+STATES = ["pending", "lane_admitted", "settled", "lane_committed", "integrated", "released",
+          "needs_human", "skipped_blocked"]  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(schedule_inputs(), st.data(), st.integers(1, 5))
+def test_startable_is_identical_to_the_reference(
+    children: list[dict[str, Any]], data: st.DataObject, max_parallel: int
+) -> None:
+    for child in children:
+        child["state"] = data.draw(st.sampled_from(STATES))
+    candidates = [
+        CandidateChild(
+            task_id=c["task_id"],
+            blocked_by=tuple(c["blocked_by"]),
+            scope_hint=tuple(c["scope_hint"]),
+            pending=c["state"] == "pending",
+            in_flight=c["state"] in reference_port.IN_FLIGHT,
+            done=c["state"] in reference_port.DONE,
+        )
+        for c in children
+    ]
+    expected = reference_port.startable_children(children, max_parallel)
+    assert startable(candidates, AdmissionLimits(max_parallel=max_parallel)) == expected
+
+
+def _pending(task_id: str, scope: tuple[str, ...], needs: tuple[str, ...] = ()) -> CandidateChild:
+    return CandidateChild(task_id, needs, scope, pending=True, in_flight=False, done=False)
+
+
+def test_startable_respects_the_admission_budget() -> None:
+    children = [_pending("a", ("a",)), _pending("b", ("b",)), _pending("c", ("c",))]
+    assert startable(children, AdmissionLimits(max_parallel=3, admissions_left=2)) == ["a", "b"]
+
+
+def test_a_child_touching_a_barrier_file_runs_alone() -> None:
+    children = [_pending("a", ("src/a",)), _pending("lock", ("pyproject.toml",)), _pending("b", ("src/b",))]
+    limits = AdmissionLimits(max_parallel=3, barrier_globs=("pyproject.toml",))
+    assert startable(children, limits) == ["a", "b"]
+    alone = [_pending("lock", ("pyproject.toml",)), _pending("a", ("src/a",))]
+    assert startable(alone, limits) == ["lock"]
