@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,9 @@ GIT_ENV = {
 
 
 @pytest.fixture(autouse=True)
-def pinned_git(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def pinned_git(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
-    yield
 
 
 def git(repo: Path, *args: str) -> str:

@@ -108,11 +108,15 @@ def _unknown_keys(data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...])
         name = ".".join((*prefix, str(key)))
         if key not in fields:
             line = data.lc.key(key)[0] + 1
-            warnings.append(Problem(CONFIG_PATH, line, f"warning: unknown setting {name!r} is ignored"))
+            warnings.append(
+                Problem(CONFIG_PATH, line, f"warning: unknown setting {name!r} is ignored")
+            )
         elif key == "commands" and isinstance(value, dict):
             from imm_action.model.config import CommandsConfig
 
-            warnings.extend(_unknown_keys(value, CommandsConfig.model_fields, (*prefix, "commands")))
+            warnings.extend(
+                _unknown_keys(value, CommandsConfig.model_fields, (*prefix, "commands"))
+            )
     return warnings
 
 

@@ -28,7 +28,9 @@ def diamond(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo", initiative_files("init", DIAMOND))
 
 
-def test_plan_json_is_exactly_the_plan_model(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_json_is_exactly_the_plan_model(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = _run(capsys, "plan", "init", "--repo", str(diamond), "--format", "json")
     assert code == 0
     plan = json.loads(out)
@@ -41,15 +43,23 @@ def test_plan_json_is_exactly_the_plan_model(diamond: Path, capsys: pytest.Captu
     assert plan["max_parallel"] == 4
 
 
-def test_plan_output_is_byte_identical_across_runs(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_output_is_byte_identical_across_runs(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     first = _run(capsys, "plan", "init", "--repo", str(diamond))
     second = _run(capsys, "plan", "init", "--repo", str(diamond))
     assert first == second
 
 
-def test_plan_matrix_lists_the_first_wave_as_lane_jobs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    repo = make_repo(tmp_path / "r", initiative_files("wide", {"a": [], "b": [], "c": [], "d": ["a"]}))
-    code, out, _ = _run(capsys, "plan", "wide", "--repo", str(repo), "--format", "matrix", "--max-parallel", "2")
+def test_plan_matrix_lists_the_first_wave_as_lane_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(
+        tmp_path / "r", initiative_files("wide", {"a": [], "b": [], "c": [], "d": ["a"]})
+    )
+    code, out, _ = _run(
+        capsys, "plan", "wide", "--repo", str(repo), "--format", "matrix", "--max-parallel", "2"
+    )
     assert code == 0
     assert json.loads(out) == {
         "include": [
@@ -68,7 +78,8 @@ def test_plan_markdown_has_the_table_and_a_coloured_grouped_mermaid_dag(
     assert code == 0
     assert "| `d` | `s-d` | enrollable |" in out
     assert '```mermaid\nflowchart TD\n  subgraph g1["parallel group 1"]' in out
-    assert "  t1 --> t3" in out and "  t0 --> t3" not in out  # direct edges only
+    assert "  t1 --> t3" in out
+    assert "  t0 --> t3" not in out  # direct edges only, not the closure
     assert "classDef enrollable" in out
 
 
@@ -76,44 +87,58 @@ def test_plan_excludes_an_invalid_intent_and_says_where_it_is_wrong(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = initiative_files("init", DIAMOND)
-    files["docs/plans/b.intent.json"] = '{\n  "contract": "assurance_kernel/task_intent/v1",\n  "oops": 1\n}\n'
+    files["docs/plans/b.intent.json"] = (
+        '{\n  "contract": "assurance_kernel/task_intent/v1",\n  "oops": 1\n}\n'
+    )
     repo = make_repo(tmp_path / "r", files)
     code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
     assert code == 0
     children = {child["task_id"]: child for child in json.loads(out)["children"]}
     assert children["b"]["status"] == "needs_human"
-    assert children["b"]["reason"].startswith("invalid_intent: docs/plans/b.intent.json:1: task_id: ")
+    assert children["b"]["reason"].startswith(
+        "invalid_intent: docs/plans/b.intent.json:1: task_id: "
+    )
     assert "docs/plans/b.intent.json:3: oops: unknown key" in children["b"]["reason"]
     assert children["d"]["status"] == "blocked"
     assert "docs/plans/b.intent.json:3: oops: unknown key" in err
 
 
-def test_plan_of_a_missing_initiative_is_a_usage_error(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_of_a_missing_initiative_is_a_usage_error(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _run(capsys, "plan", "nope", "--repo", str(diamond))
     assert code == 2
     assert "docs/initiatives/nope.md does not exist" in err
 
 
-def test_plan_outside_a_git_work_tree_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_outside_a_git_work_tree_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _run(capsys, "plan", "x", "--repo", str(tmp_path))
     assert code == 2
     assert "not inside a git work tree" in err
 
 
-def test_plan_refuses_more_than_256_lanes(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_refuses_more_than_256_lanes(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _run(capsys, "plan", "init", "--repo", str(diamond), "--max-parallel", "257")
     assert code == 2
     assert "at most 256 lanes per run" in err
 
 
-def test_check_passes_on_a_clean_repository(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_passes_on_a_clean_repository(
+    diamond: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = _run(capsys, "check", "--repo", str(diamond))
     assert (code, out) == (0, "")
     assert "no problems (1 initiatives, 4 intents checked)" in err
 
 
 def _v1() -> str:
-    return json.dumps({"contract": "assurance_kernel/verification_descriptor/v1", "command": "pytest -q"})
+    return json.dumps(
+        {"contract": "assurance_kernel/verification_descriptor/v1", "command": "pytest -q"}
+    )
 
 
 def _intent_text(**overrides: Any) -> str:
@@ -121,9 +146,15 @@ def _intent_text(**overrides: Any) -> str:
 
 
 MALFORMED_INTENTS = {
-    "bad JSON": ('{\n  "task_id": "b",\n  oops\n}\n', "docs/plans/b.intent.json:3: is not valid JSON"),
+    "bad JSON": (
+        '{\n  "task_id": "b",\n  oops\n}\n',
+        "docs/plans/b.intent.json:3: is not valid JSON",
+    ),
     "unknown key": (_intent_text(colour="red"), "docs/plans/b.intent.json:18: colour: unknown key"),
-    "bad id": (_intent_text(task_id="b!"), "docs/plans/b.intent.json:3: task_id: String should match"),
+    "bad id": (
+        _intent_text(task_id="b!"),
+        "docs/plans/b.intent.json:3: task_id: String should match",
+    ),
     "v1 descriptor": (
         _intent_text(acceptance=[{"id": "x", "assertion": "y", "verification": _v1()}]),
         "docs/plans/b.intent.json:9: acceptance[0].verification: "
@@ -151,15 +182,22 @@ def test_check_refuses_a_malformed_intent_naming_file_and_line_and_writes_nothin
     assert snapshot(repo) == before
 
 
-def test_check_refuses_an_untracked_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_refuses_an_untracked_intent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = make_repo(tmp_path / "r", initiative_files("init", DIAMOND))
     (repo / "docs/plans/e.intent.json").write_text(json.dumps(intent("e")), encoding="utf-8")
     code, out, _ = _run(capsys, "check", "--repo", str(repo))
     assert code == 2
-    assert "docs/plans/e.intent.json: is not tracked by git (run: git add docs/plans/e.intent.json)" in out
+    assert (
+        "docs/plans/e.intent.json: is not tracked by git (run: git add docs/plans/e.intent.json)"
+        in out
+    )
 
 
-def test_check_refuses_a_symlinked_intent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_refuses_a_symlinked_intent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = initiative_files("init", DIAMOND)
     files["elsewhere/b.json"] = files.pop("docs/plans/b.intent.json")
     repo = make_repo(tmp_path / "r", files, commit=False)
@@ -173,9 +211,17 @@ def test_check_refuses_a_symlinked_intent(tmp_path: Path, capsys: pytest.Capture
     assert snapshot(repo) == before
 
 
-def test_check_refuses_an_intent_dir_reached_through_a_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = {f"real/{k.removeprefix('docs/plans/')}": v for k, v in initiative_files("init", DIAMOND).items() if "plans" in k}
-    files["docs/initiatives/init.md"] = initiative_files("init", DIAMOND)["docs/initiatives/init.md"]
+def test_check_refuses_an_intent_dir_reached_through_a_symlink(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = {
+        f"real/{k.removeprefix('docs/plans/')}": v
+        for k, v in initiative_files("init", DIAMOND).items()
+        if "plans" in k
+    }
+    files["docs/initiatives/init.md"] = initiative_files("init", DIAMOND)[
+        "docs/initiatives/init.md"
+    ]
     repo = make_repo(tmp_path / "r", files, commit=False)
     os.symlink("../real", repo / "docs/plans")
     code, out, _ = _run(capsys, "plan", "init", "--repo", str(repo))
@@ -188,7 +234,8 @@ INITIATIVE_ERRORS = {
               "docs/initiatives/init.md:3: Task a is on a dependency cycle"),
     "unknown dependency": ("## s1: A\nTasks:\n- a\nBlocked by: ghost\n",
                            "docs/initiatives/init.md:4: Task a is blocked by 'ghost'"),
-    "bad id": ("## s1: A\nTasks:\n- a b\n", "docs/initiatives/init.md:3: task id 'a b' is not a valid id"),
+    "bad id": ("## s1: A\nTasks:\n- a b\n",
+               "docs/initiatives/init.md:3: task id 'a b' is not a valid id"),
 }  # fmt: skip
 
 
@@ -202,23 +249,33 @@ def test_a_malformed_initiative_exits_2_naming_file_and_line(
     files["docs/initiatives/init.md"] = text
     repo = make_repo(tmp_path / "r", files)
     before = snapshot(repo)
-    argv = ["check", "--repo", str(repo)] if command == "check" else ["plan", "init", "--repo", str(repo)]
+    argv = (
+        ["check", "--repo", str(repo)]
+        if command == "check"
+        else ["plan", "init", "--repo", str(repo)]
+    )
     code, out, err = _run(capsys, *argv)
     assert code == 2
     assert expected in out + err
     assert snapshot(repo) == before
 
 
-def test_check_reports_a_task_without_an_intent_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_reports_a_task_without_an_intent_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = initiative_files("init", DIAMOND)
     del files["docs/plans/c.intent.json"]
     repo = make_repo(tmp_path / "r", files)
     code, out, _ = _run(capsys, "check", "--repo", str(repo))
     assert code == 2
-    assert "docs/initiatives/init.md:14: Task c has no intent: create docs/plans/c.intent.json" in out
+    assert (
+        "docs/initiatives/init.md:14: Task c has no intent: create docs/plans/c.intent.json" in out
+    )
 
 
-def test_check_with_base_reports_only_what_the_change_touched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_with_base_reports_only_what_the_change_touched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = initiative_files("init", DIAMOND)
     files["docs/plans/a.intent.json"] = "{broken"
     repo = make_repo(tmp_path / "r", files)
@@ -230,7 +287,9 @@ def test_check_with_base_reports_only_what_the_change_touched(tmp_path: Path, ca
     assert "docs/plans/a.intent.json" not in out
 
 
-def test_config_unknown_keys_warn_with_their_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_unknown_keys_warn_with_their_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = initiative_files("init", DIAMOND)
     files[".github/imm.yml"] = "# settings\nmax_parallel: 2\ncolour: red\ncommands:\n  shout: yes\n"
     repo = make_repo(tmp_path / "r", files)
@@ -240,11 +299,13 @@ def test_config_unknown_keys_warn_with_their_line(tmp_path: Path, capsys: pytest
     assert ".github/imm.yml:5: warning: unknown setting 'commands.shout' is ignored" in out
 
 
-def test_config_bad_values_are_errors_with_their_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_bad_values_are_errors_with_their_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = initiative_files("init", DIAMOND)
     files[".github/imm.yml"] = "max_parallel: 2\nqa_failure_limit: zero\n"
     repo = make_repo(tmp_path / "r", files)
-    code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
+    code, _, err = _run(capsys, "plan", "init", "--repo", str(repo))
     assert code == 2
     assert ".github/imm.yml:2: qa_failure_limit: Input should be a valid integer" in err
 
@@ -256,7 +317,9 @@ def test_the_console_script_maps_errors_to_exit_codes(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert "no such directory" in done.stderr
-    usage = subprocess.run([sys.executable, "-m", "imm_action", "plan"], capture_output=True, check=False)
+    usage = subprocess.run(
+        [sys.executable, "-m", "imm_action", "plan"], capture_output=True, check=False
+    )
     assert usage.returncode == 2
 
 

@@ -87,7 +87,9 @@ def test_a_v2_descriptor_parses_with_defaults() -> None:
 
 
 def test_a_v1_descriptor_is_refused_with_the_v2_text_to_use() -> None:
-    v1 = json.dumps({"contract": "assurance_kernel/verification_descriptor/v1", "command": "pytest -q tests"})
+    v1 = json.dumps(
+        {"contract": "assurance_kernel/verification_descriptor/v1", "command": "pytest -q tests"}
+    )
     with pytest.raises(DescriptorError) as caught:
         parse_descriptor(v1)
     message = str(caught.value)
@@ -115,13 +117,18 @@ def test_a_v1_descriptor_is_refused_with_the_v2_text_to_use() -> None:
     ],
 )
 def test_each_descriptor_rule_is_enforced(command: dict[str, Any], fragment: str) -> None:
-    text = json.dumps({"contract": "assurance_kernel/verification_descriptor/v2", "command": command})
+    text = json.dumps(
+        {"contract": "assurance_kernel/verification_descriptor/v2", "command": command}
+    )
     with pytest.raises(DescriptorError, match=fragment):
         parse_descriptor(text)
 
 
 def test_descriptor_environment_limits_writable_paths() -> None:
-    base = {"contract": "assurance_kernel/verification_descriptor/v2", "command": {"executable": "x"}}
+    base = {
+        "contract": "assurance_kernel/verification_descriptor/v2",
+        "command": {"executable": "x"},
+    }
     ok = {**base, "environment": {"prepare": {"executable": "make"}, "writable_paths": ["build"]}}
     assert parse_descriptor(json.dumps(ok)).environment is not None
     for bad in (["../x"], ["a"] * 33, ["/abs"]):
@@ -182,7 +189,9 @@ def _load(data: dict[str, Any]) -> BatchRunState:
 
 
 def test_a_consistent_state_loads_and_keeps_its_field_order() -> None:
-    state = _load(_state([_child("integrated", commit=OID2)], commits=[OID2], batch_state="completed"))
+    state = _load(
+        _state([_child("integrated", commit=OID2)], commits=[OID2], batch_state="completed")
+    )
     assert state.children[0].state is ChildState.INTEGRATED
     assert list(state.model_dump(by_alias=True))[:3] == ["contract", "batch_id", "initiative_slug"]
 
@@ -198,7 +207,11 @@ def test_a_consistent_state_loads_and_keeps_its_field_order() -> None:
         ([_child("needs_human")], {}, "without a reason"),
         ([_child("skipped_blocked", lane=None)], {}, "without a reason"),
         ([_child("lane_admitted")], {"batch_state": "failed"}, "in flight"),
-        ([_child("pending", lane=None, reason="x")], {"batch_state": "completed"}, "not integrated"),
+        (
+            [_child("pending", lane=None, reason="x")],
+            {"batch_state": "completed"},
+            "not integrated",
+        ),
         ([_child("pending", lane=None), _child("pending", lane=None)], {}, "duplicate child a"),
         ([], {}, "children"),
     ],

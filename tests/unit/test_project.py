@@ -13,8 +13,8 @@ from imm_action.model.intent import TaskIntent
 from imm_action.plan.dag import transitive_dependents
 from imm_action.plan.project import (
     Initiative,
-    InvalidIntent,
     IntentReading,
+    InvalidIntent,
     PlanInputError,
     PlanOptions,
     ValidIntent,
@@ -29,7 +29,9 @@ def _initiative(graph: dict[str, list[str]]) -> Initiative:
         InitiativeTask(task_id=task, slice_id=f"s-{task}", blocked_by=needs)
         for task, needs in sorted(graph.items())
     )
-    return Initiative(slug="init", carrier=LocalCarrier(path="docs/initiatives/init.md"), tasks=tasks)
+    return Initiative(
+        slug="init", carrier=LocalCarrier(path="docs/initiatives/init.md"), tasks=tasks
+    )
 
 
 def _valid(task_id: str, **overrides: object) -> ValidIntent:
@@ -53,7 +55,10 @@ def _readings(graph: dict[str, list[str]], kinds: dict[str, str]) -> dict[str, I
 @st.composite
 def classified_dags(draw: st.DrawFn) -> tuple[dict[str, list[str]], dict[str, str]]:
     graph = draw(dags())
-    kinds = {task: draw(st.sampled_from(["ok", "ok", "ok", "invalid", "critical", "missing"])) for task in graph}
+    kinds = {
+        task: draw(st.sampled_from(["ok", "ok", "ok", "invalid", "critical", "missing"]))
+        for task in graph
+    }
     return graph, kinds
 
 
@@ -119,7 +124,9 @@ def test_a_task_settled_by_an_earlier_batch_unblocks_its_dependents() -> None:
 def test_the_digest_changes_when_an_intent_changes() -> None:
     graph = {"a": []}
     one = build_plan(_initiative(graph), {"a": _valid("a")}, PlanOptions(max_parallel=1))
-    two = build_plan(_initiative(graph), {"a": _valid("a", goal="Other")}, PlanOptions(max_parallel=1))
+    two = build_plan(
+        _initiative(graph), {"a": _valid("a", goal="Other")}, PlanOptions(max_parallel=1)
+    )
     assert one.plan_digest != two.plan_digest
     assert one.plan_digest.startswith("sha256:")
 

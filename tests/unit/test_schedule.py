@@ -30,7 +30,8 @@ def _ours(children: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "parallel_groups": projection.parallel_groups,
         "scope_conflicts": [
-            {"task_id": task, "overlaps_with": others} for task, others in projection.scope_conflicts
+            {"task_id": task, "overlaps_with": others}
+            for task, others in projection.scope_conflicts
         ],
     }
 
@@ -114,7 +115,11 @@ def test_startable_respects_the_admission_budget() -> None:
 
 
 def test_a_child_touching_a_barrier_file_runs_alone() -> None:
-    children = [_pending("a", ("src/a",)), _pending("lock", ("pyproject.toml",)), _pending("b", ("src/b",))]
+    children = [
+        _pending("a", ("src/a",)),
+        _pending("lock", ("pyproject.toml",)),
+        _pending("b", ("src/b",)),
+    ]
     limits = AdmissionLimits(max_parallel=3, barrier_globs=("pyproject.toml",))
     assert startable(children, limits) == ["a", "b"]
     alone = [_pending("lock", ("pyproject.toml",)), _pending("a", ("src/a",))]

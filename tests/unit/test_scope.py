@@ -36,7 +36,9 @@ from tests.unit.strategies import scope_entries, scope_lists
         ("./", ()),
     ],
 )
-def test_scope_prefix_reduces_an_entry_as_the_reference_does(entry: str, prefix: tuple[str, ...]) -> None:
+def test_scope_prefix_reduces_an_entry_as_the_reference_does(
+    entry: str, prefix: tuple[str, ...]
+) -> None:
     assert scope_prefix(entry) == prefix
     assert list(prefix) == reference_port.scope_prefix(entry)
 
@@ -58,7 +60,9 @@ def test_scope_prefix_reduces_an_entry_as_the_reference_does(entry: str, prefix:
         (["*.md"], ["src/a"], True),
     ],
 )
-def test_scopes_overlap_on_the_tricky_cases(left: list[str], right: list[str], overlap: bool) -> None:
+def test_scopes_overlap_on_the_tricky_cases(
+    left: list[str], right: list[str], overlap: bool
+) -> None:
     assert scopes_overlap(left, right) is overlap
     assert reference_port.scopes_overlap(left, right) is overlap
 

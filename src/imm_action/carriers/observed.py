@@ -93,10 +93,15 @@ def _identity_problems(observed: Sequence[ObservedTask]) -> list[Problem]:
             problems.append(task.location.problem(f"task id {task.task_id!r} is not a valid id"))
         if not is_identifier(task.slice_id):
             problems.append(task.location.problem(f"slice id {task.slice_id!r} is not a valid id"))
-        for seen, key, kind in ((first_task, task.task_id, "Task"), (first_slice, task.slice_id, "Slice")):
+        for seen, key, kind in (
+            (first_task, task.task_id, "Task"),
+            (first_slice, task.slice_id, "Slice"),
+        ):
             if key in seen:
                 problems.append(
-                    task.location.problem(f"{kind} {key} is declared twice (first at {_at(seen[key])})")
+                    task.location.problem(
+                        f"{kind} {key} is declared twice (first at {_at(seen[key])})"
+                    )
                 )
             else:
                 seen[key] = task.location

@@ -10,6 +10,7 @@ from typing import Literal
 
 from imm_action.carriers.intents import IntentFile
 from imm_action.commands.io import CommandIO
+from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
 from imm_action.plan.project import ValidIntent, intent_path
@@ -38,7 +39,7 @@ def run(args: PlanArgs, io: CommandIO) -> int:
         for problem in file.problems:
             io.warn(f"warning: {problem.render()} (task excluded as invalid_intent)")
     if args.format == "json":
-        io.say(json.dumps(plan.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        io.out.write(canonical_model_text(plan))
     elif args.format == "markdown":
         io.say(plan_markdown(plan))
     else:

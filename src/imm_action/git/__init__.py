@@ -26,12 +26,13 @@ def is_work_tree(path: Path) -> bool:
 
 __all__ = [
     "GitAuthFailure",
-    "changed_paths",
     "GitConflict",
     "GitError",
     "GitFatal",
     "GitResult",
+    "GitRetriable",
     "GitRunner",
+    "changed_paths",
     "is_work_tree",
     "repo_root",
     "tracked_paths",

@@ -29,7 +29,8 @@ _SAFE_CONFIG = (
 
 # stderr patterns, checked in order, that tell which kind of failure a git call had.
 _CLASSIFIERS: tuple[tuple[re.Pattern[str], type[GitError]], ...] = (
-    (re.compile(r"Authentication failed|could not read Username|403 Forbidden|401"), GitAuthFailure),
+    (re.compile(r"Authentication failed|could not read Username|403 Forbidden|401"),
+     GitAuthFailure),
     (re.compile(r"stale info|cannot lock ref|reference already exists|is at [0-9a-f]+ but expected"
                 r"|non-fast-forward|fetch first|failed to update ref|\[rejected\]"), GitConflict),
     (re.compile(r"Could not resolve host|Connection (reset|refused|timed out)|early EOF"
@@ -90,8 +91,14 @@ class GitRunner:
             raise classify(args, done.returncode, done.stderr)
         return GitResult(done.returncode, done.stdout, done.stderr)
 
-    def output(self, args: Sequence[str], **kwargs: object) -> str:
-        return self.run(args, **kwargs).stdout  # type: ignore[arg-type]
+    def output(
+        self,
+        args: Sequence[str],
+        *,
+        input_text: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        return self.run(args, input_text=input_text, env=env).stdout
 
     def _environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         base = {key: value for key, value in os.environ.items() if key in _INHERITED}

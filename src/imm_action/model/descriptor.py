@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -110,14 +111,19 @@ class DescriptorError(ValueError):
         super().__init__("; ".join(f"{path}: {msg}" if path else msg for path, msg in problems))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_descriptor(text: str) -> VerificationDescriptor:
-    """Parse the JSON text held in an acceptance item's `verification` string."""
+    """Parse the JSON text held in an acceptance item's `verification` string.
+
+    Cached: initiatives repeat the same few descriptors across thousands of intents, and the
+    result is a frozen model (a failure raises again on every call, as lru_cache caches none)."""
     if len(text.encode("utf-8")) > MAX_DESCRIPTOR_BYTES:
         raise DescriptorError([("", f"descriptor is larger than {MAX_DESCRIPTOR_BYTES} bytes")])
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise DescriptorError([("", f"descriptor is not JSON: {error.msg} at column {error.colno}")])
+        problem = f"descriptor is not JSON: {error.msg} at column {error.colno}"
+        raise DescriptorError([("", problem)]) from None
     if isinstance(data, dict) and data.get("contract") == DESCRIPTOR_V1_CONTRACT:
         raise DescriptorError([("", migration_message(data))])
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -14,7 +15,7 @@ from imm_action.model.paths import relative_path_problem
 INTENT_CONTRACT = "assurance_kernel/task_intent/v1"
 MAX_INTENT_BYTES = 64 * 1024
 MAX_SCOPE_ENTRY = 200
-_GLOB_CHARS = frozenset("*?[]{}!")
+_GLOB = re.compile(r"[*?\[\]{}!]")
 _EVERYTHING = frozenset({".", "*", "**", "**/*"})
 
 
@@ -89,7 +90,7 @@ def scope_entry_problem(entry: str) -> str | None:
 
 
 def is_literal_scope(entry: str) -> bool:
-    return not any(char in _GLOB_CHARS for char in entry)
+    return _GLOB.search(entry) is None
 
 
 def normalise_scope(entries: list[str]) -> list[str]:
@@ -100,5 +101,9 @@ def normalise_scope(entries: list[str]) -> list[str]:
 
 
 def _under_a_literal(entry: str, literals: set[str]) -> bool:
-    segments = entry.split("/")
-    return any("/".join(segments[:cut]) in literals for cut in range(1, len(segments)))
+    cut = entry.find("/")
+    while cut != -1:
+        if entry[:cut] in literals:
+            return True
+        cut = entry.find("/", cut + 1)
+    return False

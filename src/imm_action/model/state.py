@@ -156,7 +156,9 @@ def state_invariant_violations(state: BatchRunState) -> list[str]:
         if child.task_id in seen:
             problems.append(f"{where} has a duplicate child {child.task_id}")
         seen.add(child.task_id)
-        problems.extend(f"{where} child {child.task_id} {text}" for text in _child_violations(child))
+        problems.extend(
+            f"{where} child {child.task_id} {text}" for text in _child_violations(child)
+        )
         if child.commit is not None and child.commit not in commits:
             problems.append(f"{where} child {child.task_id} commit is missing from commits")
     if state.batch_state in _NO_FLIGHT_BATCH_STATES and any(

@@ -71,8 +71,9 @@ def _fill_wave(
     wave: list[int] = []
     deferred: list[int] = []
     for child in ready:
-        if index.overlaps_any(prefixes[child]):
-            conflicts.setdefault(child, set()).update(index.overlapping(prefixes[child]))
+        overlapped = index.overlapping(prefixes[child])
+        if overlapped:
+            conflicts.setdefault(child, set()).update(overlapped)
             deferred.append(child)
         else:
             wave.append(child)

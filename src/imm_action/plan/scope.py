@@ -27,9 +27,17 @@ def js_trim(value: str) -> str:
     return value.strip(_JS_WHITESPACE)
 
 
+_PLAIN = re.compile(r"[a-z0-9_][a-z0-9_./-]*")
+
+
 def scope_prefix(entry: str) -> Prefix:
     """The literal directory segments an entry is confined to; `()` when it is unprovable."""
-    value = js_trim(entry).lower()
+    value = entry.lower()
+    if _PLAIN.fullmatch(value) and "/." not in value and "//" not in value:
+        # The common case (a tidy relative path, no glob): just its segments. `/.` rules out
+        # `.`/`..` segments and `//` empty ones, which the general path below handles.
+        return tuple(value.split("/")) if not value.endswith("/") else tuple(value[:-1].split("/"))
+    value = js_trim(value)
     while value.startswith("./"):
         value = value[2:]
     if not value or value.startswith("/") or "\\" in value:
@@ -59,9 +67,7 @@ def scopes_overlap(left: Sequence[str], right: Sequence[str]) -> bool:
         return True
     right_prefixes = [scope_prefix(entry) for entry in right]
     return any(
-        prefixes_overlap(scope_prefix(entry), other)
-        for entry in left
-        for other in right_prefixes
+        prefixes_overlap(scope_prefix(entry), other) for entry in left for other in right_prefixes
     )
 
 
@@ -117,7 +123,8 @@ class ScopeIndex:
             node: _Node | None = self._root
             for segment in prefix:
                 assert node is not None
-                found.update(node.owners)
+                if node.owners:
+                    found.update(node.owners)
                 node = node.children.get(segment)
                 if node is None:
                     break
@@ -130,5 +137,6 @@ def _collect_subtree(node: _Node, found: set[int]) -> None:
     stack = [node]
     while stack:
         current = stack.pop()
-        found.update(current.owners)
+        if current.owners:
+            found.update(current.owners)
         stack.extend(current.children.values())

@@ -1,0 +1,92 @@
+"""Generated initiatives for benchmarks: layered DAGs with realistic, partly overlapping scopes."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+DESCRIPTOR = json.dumps(
+    {
+        "contract": "assurance_kernel/verification_descriptor/v2",
+        "command": {"executable": "python3", "argv": ["-m", "pytest", "-q"], "timeout_ms": 60000},
+    }
+)
+
+
+@dataclass(frozen=True)
+class GeneratedInitiative:
+    dependencies: dict[str, list[str]]
+    scopes: dict[str, list[str]]
+
+
+def feature_initiative(tasks: int, seed: int = 7) -> GeneratedInitiative:
+    """How large initiatives look: features of 5-40 tasks, each a small layered DAG inside its
+    own folder (some tasks share a sub-folder, so they conflict); one in twenty tasks also needs
+    a task of the platform feature, and one in fifty touches a shared registry file."""
+    rng = random.Random(seed)
+    names = [f"t{index:05d}" for index in range(tasks)]
+    rng.shuffle(names)  # ids must not be in dependency order
+    dependencies: dict[str, list[str]] = {}
+    scopes: dict[str, list[str]] = {}
+    platform: list[str] = []
+    cursor = 0
+    feature = 0
+    while cursor < tasks:
+        size = min(rng.randint(5, 40), tasks - cursor)
+        members = names[cursor : cursor + size]
+        cursor += size
+        parts = max(1, size // 2)
+        for position, task in enumerate(members):
+            earlier = members[max(0, position - 6) : position]
+            needs = (
+                set(rng.sample(earlier, k=min(len(earlier), rng.randint(1, 2))))
+                if earlier
+                else set()
+            )
+            if platform and feature and rng.random() < 0.05:
+                needs.add(rng.choice(platform))
+            dependencies[task] = sorted(needs)
+            scope = [
+                f"src/f{feature:04d}/p{rng.randrange(parts):02d}/**",
+                f"tests/f{feature:04d}/test_{task}.py",
+            ]
+            if rng.random() < 0.02:
+                scope.append("src/registry.py")
+            scopes[task] = scope
+        if feature == 0:
+            platform = members
+        feature += 1
+    return GeneratedInitiative(dependencies, scopes)
+
+
+def write_initiative(root: Path, slug: str, tasks: int) -> Path:
+    generated = feature_initiative(tasks)
+    graph, scope = generated.dependencies, generated.scopes
+    plans = root / "docs" / "plans"
+    plans.mkdir(parents=True, exist_ok=True)
+    (root / "docs" / "initiatives").mkdir(parents=True, exist_ok=True)
+    lines = [f"# Initiative {slug}", ""]
+    for task, needs in sorted(graph.items()):
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        if needs:
+            lines.append("Blocked by: " + ", ".join(needs))
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1",
+            "task_id": task,
+            "goal": f"Implement {task}",
+            "acceptance": [{"id": "tests", "assertion": "Tests pass.", "verification": DESCRIPTOR}],
+            "scope_hint": scope[task],
+            "risk": "routine",
+            "revision": 1,
+            "owner": "user",
+        }
+        (plans / f"{task}.intent.json").write_text(json.dumps(intent, indent=2) + "\n")
+    (root / "docs" / "initiatives" / f"{slug}.md").write_text("\n".join(lines) + "\n")
+    env_args = ["-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", *env_args, "commit", "-qm", "initiative"], cwd=root, check=True)
+    return root
