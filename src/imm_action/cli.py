@@ -52,6 +52,41 @@ def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
     return schema.run(schema.SchemaArgs(ns.name, Path(ns.write) if ns.write else None), io)
 
 
+def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import reconcile
+
+    args = reconcile.ReconcileArgs(
+        ns.slug,
+        Path(ns.repo),
+        ns.batch_id,
+        ns.admit,
+        ns.remote,
+        ns.format,
+        os.environ.get("PATH", ""),
+    )
+    return reconcile.run(args, io)
+
+
+def _status(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import status
+
+    return status.run(
+        status.StatusArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, ns.format), io
+    )
+
+
+def _add_batch_options(parser: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
+    parser.add_argument("--repo", default=".", help="repository path (default: .)")
+    parser.add_argument("--batch-id", default=None, metavar="ID", help="a specific batch")
+    parser.add_argument(
+        "--remote",
+        default=None,
+        metavar="NAME",
+        help="keep batch refs on this remote (GitHub: origin)",
+    )
+    parser.add_argument("--format", choices=formats, default=formats[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     from imm_action.model import SCHEMA_MODELS
 
@@ -75,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--base", default=None, metavar="REF", help="report only files changed since REF"
     )
     check.set_defaults(handler=_check)
+
+    rec = sub.add_parser(
+        "reconcile", help="run one reconcile pass: observe, integrate, admit, report"
+    )
+    rec.add_argument("slug")
+    rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
+    _add_batch_options(rec, ("text", "json", "markdown"))
+    rec.set_defaults(handler=_reconcile)
+
+    status = sub.add_parser("status", help="show a batch's report")
+    status.add_argument("slug", nargs="?", default=None)
+    _add_batch_options(status, ("text", "json", "markdown"))
+    status.set_defaults(handler=_status)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
     schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from imm_action.model.plan import BatchPlan
+from imm_action.model.report import BatchRunReport
+from imm_action.model.state import BatchRunState
 
 # Node colours by status; the same palette serves plan and batch views.
 STATUS_STYLES: Mapping[str, str] = {
@@ -100,3 +102,44 @@ def _cell(text: str | None) -> str:
     if not text:
         return "—"
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+BATCH_STYLES: Mapping[str, str] = {
+    "pending": "fill:#f6f8fa,stroke:#8c959f",
+    "lane_admitted": "fill:#ddf4ff,stroke:#0969da",
+    "settled": "fill:#ddf4ff,stroke:#0969da",
+    "lane_committed": "fill:#fbefff,stroke:#8250df",
+    "integrated": "fill:#dafbe1,stroke:#1a7f37",
+    "released": "fill:#dafbe1,stroke:#1a7f37",
+    "needs_human": "fill:#ffebe9,stroke:#cf222e",
+    "skipped_blocked": "fill:#fff8c5,stroke:#9a6700",
+}
+
+
+def batch_markdown(report: BatchRunReport, state: BatchRunState) -> str:
+    rows = [
+        f"| `{child.task_id}` | {child.state} | {_cell(child.lane_branch)} | {_cell(child.reason)} "
+        f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |"
+        for child in report.children
+    ]
+    closures = {child.task_id: child.blocked_by for child in state.children}
+    status = {child.task_id: str(child.state) for child in state.children}
+    order = [child.task_id for child in state.children]
+    return "\n".join(
+        [
+            f"# Batch `{report.batch_id}`: {report.batch_state}",
+            "",
+            f"**Why:** {report.reason}",
+            "",
+            f"**Next:** {report.next_action}",
+            "",
+            "| task | state | lane | reason | commit |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "```mermaid",
+            mermaid_dag(order, closures, status, [], BATCH_STYLES),
+            "```",
+            "",
+        ]
+    )

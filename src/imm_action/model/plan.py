@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
 from imm_action.model.common import Digest, Identifier, StrictModel
 from imm_action.model.initiative import Carrier
 
-PLAN_CONTRACT = "imm_action/batch_plan/v1"
+PLAN_CONTRACT: Final = "imm_action/batch_plan/v1"
 MAX_PARALLEL_LIMIT = 256
 DEFAULT_QA_FAILURE_LIMIT = 2
 

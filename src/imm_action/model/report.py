@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.state import BatchState, ChildState
 
-REPORT_CONTRACT = "imm_action/batch_run_report/v1"
+REPORT_CONTRACT: Final = "imm_action/batch_run_report/v1"
 
 
 class ReportChild(StrictModel):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,7 +11,7 @@ from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.initiative import Carrier
 from imm_action.model.plan import MAX_PARALLEL_LIMIT
 
-STATE_CONTRACT = "imm_action/batch_run_state/v1"
+STATE_CONTRACT: Final = "imm_action/batch_run_state/v1"
 
 
 class BatchState(StrEnum):

@@ -1,0 +1,125 @@
+"""What the batch commands share: opening the repository's refs and building a pass request."""
+
+from __future__ import annotations
+
+import getpass
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from imm_action.errors import UsageError
+from imm_action.git import GitError, GitRunner, repo_root
+from imm_action.git.repo import GitRepo
+from imm_action.integrate.reconcile import PassPorts, PassRequest
+from imm_action.integrate.refs import LocalRefStore, RefStore, RemoteRefStore
+from imm_action.lanes.probe import LaneProbe, ProcessProbe
+from imm_action.model.common import format_timestamp
+from imm_action.model.config import RepoConfig
+from imm_action.model.state import LocalRunner, Runner
+from imm_action.plan.project import ValidIntent
+from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.workspace import load_config, open_repo, plan_initiative
+
+
+@dataclass(frozen=True)
+class BatchRepo:
+    root: Path
+    repo: GitRepo
+    refs: RefStore
+    config: RepoConfig
+
+
+def open_batch_repo(path: Path, remote: str | None) -> BatchRepo:
+    """The repository a batch runs in: its work tree root, and where its refs live."""
+    project = open_repo(path)
+    try:
+        root = repo_root(project)
+    except GitError:
+        raise UsageError(f"--repo {path}: not a git work tree") from None
+    if root.resolve() != project.resolve():
+        raise UsageError(f"--repo {path}: batches run at the top of a work tree ({root})")
+    repo = GitRepo(root, GitRunner(root))
+    refs: RefStore = LocalRefStore(repo) if remote is None else RemoteRefStore(repo, remote)
+    return BatchRepo(root, repo, refs, load_config(root).config)
+
+
+def base_of(batch_repo: BatchRepo) -> tuple[str, str]:
+    """The base branch (config `base_ref`, else the checked-out branch) and its head."""
+    base_ref = batch_repo.config.base_ref
+    if base_ref is None:
+        current = batch_repo.repo.git.run(
+            ["symbolic-ref", "--short", "-q", "HEAD"], ok_codes=(0, 1)
+        )
+        base_ref = current.stdout.strip()
+        if not base_ref:
+            raise UsageError("HEAD is detached: set base_ref in .github/imm.yml")
+    head = batch_repo.repo.resolve(f"refs/heads/{base_ref}") or batch_repo.repo.resolve(base_ref)
+    if head is None:
+        raise UsageError(f"base branch {base_ref!r} does not exist")
+    return base_ref, head
+
+
+def new_batch_id(slug: str) -> str:
+    return f"batch-{slug[:85]}-{uuid.uuid4()}"
+
+
+def now() -> str:
+    return format_timestamp(datetime.now(UTC))
+
+
+def pass_request(
+    batch_repo: BatchRepo,
+    slug: str,
+    *,
+    batch_id: str | None,
+    admit: bool,
+    runner_for: Callable[[str], Runner] | None = None,
+    authorized_by: str | None = None,
+    start: bool = True,
+) -> PassRequest:
+    plan, intents = plan_initiative(batch_repo.root, slug, batch_repo.config)
+    base_ref, base_head = base_of(batch_repo)
+    scopes = {
+        task_id: tuple(file.reading.intent.scope_hint)
+        for task_id, file in intents.items()
+        if isinstance(file.reading, ValidIntent)
+    }
+    return PassRequest(
+        slug=slug,
+        plan=plan,
+        scopes=scopes,
+        base_ref=base_ref,
+        base_head=base_head,
+        authorized_by=authorized_by or f"local:{getpass.getuser()}",
+        new_batch_id=new_batch_id(slug),
+        batch_id=batch_id,
+        admit=admit,
+        start=start,
+        barrier_globs=tuple(batch_repo.config.barrier_files),
+        runner_for=runner_for or _unstarted_local_lane,
+    )
+
+
+def _unstarted_local_lane(task_id: str) -> Runner:
+    return LocalRunner(path=f"(lane {task_id} not started)", pid=None)
+
+
+def pass_ports(
+    batch_repo: BatchRepo,
+    log: Callable[[str], None],
+    *,
+    path_env: str,
+    probe: LaneProbe | None = None,
+) -> PassPorts:
+    def verifier(cache: ResultCache) -> Verifier:
+        return Verifier(batch_repo.repo, cache, path_env=path_env)
+
+    return PassPorts(
+        refs=batch_repo.refs,
+        probe=probe or ProcessProbe(),
+        verifier=verifier,
+        clock=now,
+        log=log,
+    )

@@ -1,0 +1,221 @@
+"""Git operations the integrator needs, on one repository, through `GitRunner`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.git.errors import GitConflict, GitFatal
+from imm_action.git.runner import GitRunner
+
+ZERO_OID = "0" * 40
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    email: str
+
+
+IMM_IDENTITY = Identity("imm-action", "imm-action@users.noreply.github.com")
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    """Move `ref` from `old` to `new`; None for `old` means "must not exist", for `new` "delete"."""
+
+    ref: str
+    new: str | None
+    old: str | None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    oid: str
+    tree: str
+    parents: tuple[str, ...]
+    author: Identity
+    author_date: str  # raw git date ("<unix> <tz>"), so rebuilt commits keep it exactly
+    committer_date: str
+    message: str
+
+    @property
+    def subject(self) -> str:
+        return self.message.split("\n", 1)[0]
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    tree: str
+    conflicts: tuple[str, ...]  # empty when the merge is clean
+
+
+ChangeIdentity = Mapping[str, str]  # path -> "<mode> <blob>" of the new side ("000000 000…" = gone)
+
+
+class GitRepo:
+    def __init__(self, path: Path, runner: GitRunner | None = None) -> None:
+        self.path = path
+        self.git = runner or GitRunner(path)
+
+    # -- reading -------------------------------------------------------------------------
+    def resolve(self, rev: str) -> str | None:
+        """The commit `rev` names, or None when it names nothing."""
+        result = self.git.run(["rev-parse", "--verify", "-q", f"{rev}^{{commit}}"], ok_codes=(0, 1))
+        return result.stdout.strip() or None
+
+    def list_refs(self, prefix: str) -> dict[str, str]:
+        """Every ref under `prefix` (a folder like `refs/imm/batches/`) with its object id."""
+        listing = self.git.output(["for-each-ref", "--format=%(objectname) %(refname)", prefix])
+        refs = {}
+        for line in listing.splitlines():
+            oid, name = line.split(" ", 1)
+            refs[name] = oid
+        return refs
+
+    def read_refs(self, names: Iterable[str]) -> dict[str, str | None]:
+        wanted = list(names)
+        found: dict[str, str | None] = dict.fromkeys(wanted)
+        if not wanted:
+            return found
+        listing = self.git.output(["for-each-ref", "--format=%(objectname) %(refname)", *wanted])
+        for line in listing.splitlines():
+            oid, name = line.split(" ", 1)
+            if name in found:
+                found[name] = oid
+        return found
+
+    def commit(self, oid: str) -> CommitInfo:
+        fields = "%H%x00%T%x00%P%x00%an%x00%ae%x00%ad%x00%cd%x00%B"
+        raw = self.git.output(["log", "-1", "--date=raw", f"--format={fields}", oid, "--"])
+        parts = raw.split("\0", 7)
+        if len(parts) != 8:
+            raise GitFatal(["log", oid], 0, f"unreadable commit {oid}")
+        commit, tree, parents, name, email, author_date, committer_date, message = parts
+        return CommitInfo(
+            oid=commit,
+            tree=tree,
+            parents=tuple(parents.split()),
+            author=Identity(name, email),
+            author_date=author_date,
+            committer_date=committer_date,
+            message=message.rstrip("\n") + "\n",
+        )
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        result = self.git.run(
+            ["merge-base", "--is-ancestor", ancestor, descendant], ok_codes=(0, 1)
+        )
+        return result.exit_code == 0
+
+    def merge_bases(self, left: str, right: str) -> list[str]:
+        result = self.git.run(["merge-base", "--all", left, right], ok_codes=(0, 1))
+        return result.stdout.split()
+
+    def commits_between(self, start: str, end: str) -> list[str]:
+        """Commits reachable from `end` but not from `start`, oldest first."""
+        return self.git.output(["rev-list", "--reverse", f"{start}..{end}", "--"]).split()
+
+    def read_file(self, commit: str, path: str) -> str | None:
+        result = self.git.run(["cat-file", "blob", f"{commit}:{path}"], ok_codes=(0, 128))
+        return result.stdout if result.exit_code == 0 else None
+
+    def change_identity(self, start: str, end: str) -> dict[str, str]:
+        """Per changed path, the mode and blob it has at `end`: what a change *is*, whatever
+        commit carries it (SPEC §5.4)."""
+        raw = self.git.output(
+            ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", start, end]
+        )
+        tokens = raw.split("\0")
+        identity: dict[str, str] = {}
+        index = 0
+        while index < len(tokens) - 1:
+            meta = tokens[index]
+            if meta.startswith(":"):
+                _, new_mode, _, new_blob, _ = meta[1:].split(" ", 4)
+                identity[tokens[index + 1]] = f"{new_mode} {new_blob}"
+                index += 2
+            else:
+                index += 1
+        return identity
+
+    # -- writing objects (never refs) ----------------------------------------------------
+    def merge_trees(self, ours: str, theirs: str) -> MergeResult:
+        """Three-way merge of two commits with their (single, proven) merge base, in the
+        object store only: no worktree, no index. Callers must have resolved both commits,
+        since merge-tree's exit 1 also means a bad name."""
+        result = self.git.run(
+            ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs],
+            ok_codes=(0, 1),
+        )
+        lines = result.stdout.split("\n")
+        conflicts = tuple(line for line in lines[1:] if line) if result.exit_code == 1 else ()
+        return MergeResult(tree=lines[0].strip(), conflicts=conflicts)
+
+    def commit_tree(
+        self,
+        tree: str,
+        parents: Sequence[str],
+        message: str,
+        *,
+        author: Identity,
+        author_date: str,
+        committer: Identity = IMM_IDENTITY,
+        committer_date: str,
+    ) -> str:
+        """A commit whose every input is given, so the same call always yields the same id."""
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        env = {
+            "GIT_AUTHOR_NAME": author.name,
+            "GIT_AUTHOR_EMAIL": author.email,
+            "GIT_AUTHOR_DATE": author_date,
+            "GIT_COMMITTER_NAME": committer.name,
+            "GIT_COMMITTER_EMAIL": committer.email,
+            "GIT_COMMITTER_DATE": committer_date,
+        }
+        return self.git.output([*args, "-F", "-"], input_text=message, env=env).strip()
+
+    def write_blob(self, text: str) -> str:
+        return self.git.output(["hash-object", "-w", "--stdin"], input_text=text).strip()
+
+    def write_tree(self, files: Mapping[str, str]) -> str:
+        """A flat tree of text files (name -> content)."""
+        entries = "".join(
+            f"100644 blob {self.write_blob(content)}\t{name}\n"
+            for name, content in sorted(files.items())
+        )
+        return self.git.output(["mktree"], input_text=entries).strip()
+
+    # -- refs ----------------------------------------------------------------------------
+    def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
+        """Move every ref at once or none: one `update-ref --stdin` transaction. A ref not at
+        its expected old value makes the whole transaction fail with GitConflict."""
+        lines = ["start"]
+        for update in updates:
+            old = update.old or ZERO_OID
+            if update.new is None:
+                lines.append(f"delete {update.ref} {old}")
+            else:
+                lines.append(f"update {update.ref} {update.new} {old}")
+        lines += ["prepare", "commit", ""]
+        result = self.git.run(
+            ["update-ref", "--stdin"], input_text="\n".join(lines), ok_codes=(0, 1, 128)
+        )
+        if result.exit_code != 0:
+            raise GitConflict(["update-ref", "--stdin"], result.exit_code, result.stderr)
+
+    # -- trees on disk ---------------------------------------------------------------------
+    def materialise(self, tree: str, destination: Path) -> None:
+        """Write the files of `tree` into `destination` from the object store (a private
+        index, so neither the user's index nor any worktree is touched)."""
+        destination.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="imm-index-") as scratch:
+            env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+            self.git.run(["read-tree", tree], env=env)
+            prefix = str(destination).rstrip("/") + "/"
+            self.git.run(["checkout-index", "-a", "-f", f"--prefix={prefix}"], env=env)

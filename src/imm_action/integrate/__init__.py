@@ -1,0 +1,1 @@
+"""The reconcile pass: pure decisions (state transitions) and the short driver applying them."""

@@ -1,0 +1,113 @@
+"""Where batch refs live: this repository, or a remote reached by fetch and atomic push."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from imm_action.git.errors import GitConflict
+from imm_action.git.repo import GitRepo, RefUpdate
+
+BATCHES = "refs/imm/batches/"
+LANES = "refs/imm/lanes/"
+
+
+def batch_state_ref(batch_id: str) -> str:
+    return f"{BATCHES}{batch_id}"
+
+
+def lane_outcome_ref(batch_id: str, task_id: str) -> str:
+    return f"{LANES}{batch_id}/{task_id}"
+
+
+def batch_branch(slug: str) -> str:
+    return f"imm/{slug}"
+
+
+def lane_branch(slug: str, task_id: str) -> str:
+    return f"imm-lane/{slug}/{task_id}"
+
+
+def heads(branch: str) -> str:
+    return f"refs/heads/{branch}"
+
+
+class RefStore(Protocol):
+    """The refs a pass reads and moves. Objects are always made in `repo`."""
+
+    repo: GitRepo
+
+    def refresh(self, slug: str) -> None: ...
+
+    def read(self, names: Iterable[str]) -> dict[str, str | None]: ...
+
+    def list(self, prefix: str) -> dict[str, str]: ...
+
+    def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None: ...
+
+
+class LocalRefStore:
+    """Refs of the repository itself; a CAS is one `update-ref --stdin` transaction."""
+
+    def __init__(self, repo: GitRepo) -> None:
+        self.repo = repo
+
+    def refresh(self, slug: str) -> None:
+        return None
+
+    def read(self, names: Iterable[str]) -> dict[str, str | None]:
+        return self.repo.read_refs(names)
+
+    def list(self, prefix: str) -> dict[str, str]:
+        return self.repo.list_refs(prefix)
+
+    def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
+        self.repo.compare_and_swap(updates)
+
+
+MIRROR = "refs/imm-mirror/"
+
+
+class RemoteRefStore:
+    """Refs of a remote (e.g. GitHub). `refresh` fetches them into a private mirror namespace
+    with their objects; a CAS is one `git push --atomic` with a lease on every ref it moves."""
+
+    def __init__(self, repo: GitRepo, remote: str = "origin") -> None:
+        self.repo = repo
+        self.remote = remote
+
+    def refresh(self, slug: str) -> None:
+        branch = heads(batch_branch(slug))
+        self.repo.git.run(
+            [
+                "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", self.remote,
+                f"+{branch}:{MIRROR}{branch}",
+                f"+refs/imm/*:{MIRROR}refs/imm/*",
+            ]
+        )  # fmt: skip
+
+    def read(self, names: Iterable[str]) -> dict[str, str | None]:
+        wanted = list(names)
+        mirrored = self.repo.read_refs(MIRROR + name for name in wanted)
+        return {name: mirrored[MIRROR + name] for name in wanted}
+
+    def list(self, prefix: str) -> dict[str, str]:
+        return {
+            name.removeprefix(MIRROR): oid
+            for name, oid in self.repo.list_refs(MIRROR + prefix).items()
+        }
+
+    def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
+        args = ["push", "--atomic", "--porcelain", "--quiet", self.remote]
+        for update in updates:
+            args.append(f"--force-with-lease={update.ref}:{update.old or ''}")
+        for update in updates:
+            args.append(f"{update.new}:{update.ref}" if update.new else f":{update.ref}")
+        result = self.repo.git.run(args, ok_codes=(0, 1))
+        if result.exit_code != 0:
+            raise GitConflict(["push", "--atomic"], result.exit_code, result.stdout + result.stderr)
+        # Our mirror now matches what we pushed; the next refresh confirms it.
+        self.repo.compare_and_swap(
+            [RefUpdate(MIRROR + u.ref, u.new, self.repo.read_refs([MIRROR + u.ref])[MIRROR + u.ref])
+             for u in updates]
+        )  # fmt: skip

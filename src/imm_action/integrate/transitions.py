@@ -1,0 +1,192 @@
+"""Pure state transitions of a batch (SPEC §4.6). Each takes a state and returns a new one;
+none does I/O. The store re-validates every invariant before a state is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from imm_action.model.state import (
+    AdoptedHead,
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    Lane,
+    Runner,
+)
+
+LOST_ATTEMPTS_LIMIT = 3
+REASON_LANE_LOST = "batch_lane_lost"
+REASON_CANCELLED = "cancelled"
+
+
+class TransitionError(ValueError):
+    """A transition the state machine does not allow (a bug in the caller, or a stale view)."""
+
+
+def child_of(state: BatchRunState, task_id: str) -> BatchChild:
+    for child in state.children:
+        if child.task_id == task_id:
+            return child
+    raise TransitionError(f"batch {state.batch_id} has no child {task_id}")
+
+
+def _with_child(batch: BatchRunState, task_id: str, update: dict[str, Any]) -> BatchRunState:
+    children = [
+        child.model_copy(update=update) if child.task_id == task_id else child
+        for child in batch.children
+    ]
+    return batch.model_copy(update={"children": children})
+
+
+def _require(child: BatchChild, allowed: Iterable[ChildState], action: str) -> None:
+    allowed = tuple(allowed)
+    if child.state not in allowed:
+        names = ", ".join(str(state) for state in allowed)
+        raise TransitionError(f"cannot {action} {child.task_id}: it is {child.state}, not {names}")
+
+
+def admit(
+    state: BatchRunState, task_id: str, base_head: str, branch: str, runner: Runner
+) -> BatchRunState:
+    child = child_of(state, task_id)
+    _require(child, [ChildState.PENDING], "admit")
+    lane = Lane(branch=branch, base_head=base_head, lane_commit=None, runner=runner)
+    return _with_child(
+        state, task_id, {"state": ChildState.LANE_ADMITTED, "lane": lane, "reason": None}
+    )
+
+
+def lane_committed(
+    state: BatchRunState, task_id: str, lane_commit: str, qa_failures: int
+) -> BatchRunState:
+    child = child_of(state, task_id)
+    _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "record the lane commit of")
+    assert child.lane is not None
+    lane = child.lane.model_copy(update={"lane_commit": lane_commit})
+    return _with_child(
+        state,
+        task_id,
+        {"state": ChildState.LANE_COMMITTED, "lane": lane, "qa_failures": qa_failures},
+    )
+
+
+def integrated(state: BatchRunState, task_id: str, commit: str) -> BatchRunState:
+    child = child_of(state, task_id)
+    _require(
+        child,
+        [ChildState.LANE_COMMITTED, ChildState.LANE_ADMITTED, ChildState.SETTLED],
+        "integrate",
+    )
+    assert child.lane is not None
+    lane = (
+        child.lane
+        if child.lane.lane_commit
+        else child.lane.model_copy(update={"lane_commit": commit})
+    )
+    updated = _with_child(
+        state,
+        task_id,
+        {"state": ChildState.INTEGRATED, "commit": commit, "lane": lane, "reason": None},
+    )
+    return updated.model_copy(update={"commits": [*state.commits, commit]})
+
+
+def park(
+    state: BatchRunState, task_id: str, reason: str, qa_failures: int | None = None
+) -> BatchRunState:
+    """A child needs a person; every pending child that depends on it is skipped."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.PENDING, *(s for s in ChildState if s.in_flight)], "park")
+    update: dict[str, Any] = {"state": ChildState.NEEDS_HUMAN, "reason": reason}
+    if qa_failures is not None:
+        update["qa_failures"] = qa_failures
+    return skip_dependents(_with_child(state, task_id, update), task_id)
+
+
+def skip_dependents(state: BatchRunState, task_id: str) -> BatchRunState:
+    # blocked_by is the transitive closure, so one sweep reaches every dependent.
+    reason = f"dependency {task_id} parked"
+    children = [
+        child.model_copy(
+            update={"state": ChildState.SKIPPED_BLOCKED, "reason": reason, "lane": None}
+        )
+        if child.state is ChildState.PENDING and task_id in child.blocked_by
+        else child
+        for child in state.children
+    ]
+    return state.model_copy(update={"children": children})
+
+
+def lane_lost(state: BatchRunState, task_id: str, why: str) -> BatchRunState:
+    """The lane's runner ended without an outcome: infrastructure, not the task. Back to
+    pending for another attempt; parked only when it keeps happening."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "re-admit")
+    attempts = child.attempts + 1
+    if attempts >= LOST_ATTEMPTS_LIMIT:
+        moved = _with_child(state, task_id, {"attempts": attempts})
+        return park(moved, task_id, f"{REASON_LANE_LOST}: {why} ({attempts} lost attempts)")
+    return _with_child(
+        state, task_id, {"state": ChildState.PENDING, "lane": None, "attempts": attempts}
+    )
+
+
+def lane_orphaned(state: BatchRunState, task_id: str) -> BatchRunState:
+    """The coordinator that ran the lane died: not the task's attempt, just start it again."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "re-admit")
+    return _with_child(state, task_id, {"state": ChildState.PENDING, "lane": None})
+
+
+def retry(state: BatchRunState, task_id: str) -> BatchRunState:
+    """A parked child and the dependents it skipped go back to pending."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.NEEDS_HUMAN], "retry")
+    reset = _with_child(
+        state,
+        task_id,
+        {"state": ChildState.PENDING, "reason": None, "lane": None, "qa_failures": 0},
+    )
+    skipped_by_it = f"dependency {task_id} parked"
+    children = [
+        c.model_copy(update={"state": ChildState.PENDING, "reason": None})
+        if c.state is ChildState.SKIPPED_BLOCKED and c.reason == skipped_by_it
+        else c
+        for c in reset.children
+    ]
+    batch_state = (
+        BatchState.RUNNING if state.batch_state is BatchState.NEEDS_HUMAN else state.batch_state
+    )
+    return reset.model_copy(update={"children": children, "batch_state": batch_state})
+
+
+def stop_in_flight(state: BatchRunState, reason: str) -> BatchRunState:
+    children = [
+        c.model_copy(update={"state": ChildState.NEEDS_HUMAN, "reason": reason})
+        if c.state.in_flight
+        else c
+        for c in state.children
+    ]
+    return state.model_copy(update={"children": children})
+
+
+def cancel(state: BatchRunState) -> BatchRunState:
+    stopped = stop_in_flight(state, REASON_CANCELLED)
+    return stopped.model_copy(update={"batch_state": BatchState.CANCELLED})
+
+
+def fail_lineage(state: BatchRunState, reason: str) -> BatchRunState:
+    stopped = stop_in_flight(state, reason)
+    return stopped.model_copy(update={"batch_state": BatchState.FAILED})
+
+
+def adopt_head(state: BatchRunState, previous: str, head: str) -> BatchRunState:
+    adopted = AdoptedHead.model_validate({"from": previous, "to": head})
+    return state.model_copy(update={"adopted_heads": [*state.adopted_heads, adopted]})
+
+
+def admissions_used(state: BatchRunState) -> int:
+    """Children that hold (or held) a lane: what the max_children budget counts."""
+    return sum(1 for child in state.children if child.lane is not None)

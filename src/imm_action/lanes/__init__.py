@@ -1,0 +1,1 @@
+"""Lane execution: one task's work, from lane base to a published outcome."""

@@ -1,0 +1,1 @@
+"""Descriptor execution: deterministic, sandboxed, cached by (tree, descriptor)."""

@@ -1,0 +1,142 @@
+"""Running a set of descriptors against a git tree: grouped by environment, cached, parallel."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.git.repo import GitRepo
+from imm_action.model.common import sha256_digest
+from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
+from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
+from imm_action.verify.sandbox import Sandbox, run_command
+
+
+@dataclass(frozen=True)
+class Check:
+    check_id: str  # "<task_id>:<acceptance id>"
+    descriptor: VerificationDescriptor
+
+    @property
+    def digest(self) -> str:
+        return descriptor_digest(self.descriptor)
+
+
+def descriptor_digest(descriptor: VerificationDescriptor) -> str:
+    return sha256_digest(json.dumps(descriptor.model_dump(mode="json"), sort_keys=True))
+
+
+class ResultCache:
+    """(tree, descriptor digest) -> result; thread-safe; seeded from and saved to the state."""
+
+    def __init__(self, stored: CheckCache | None = None) -> None:
+        self._lock = threading.Lock()
+        self._results: dict[tuple[str, str], CheckResult] = {}
+        for entry in stored.entries if stored else ():
+            self._results[(entry.tree, entry.descriptor_digest)] = entry.result
+
+    def get(self, tree: str, digest: str) -> CheckResult | None:
+        with self._lock:
+            return self._results.get((tree, digest))
+
+    def put(self, tree: str, digest: str, result: CheckResult) -> None:
+        with self._lock:
+            self._results[(tree, digest)] = result
+
+    def stored(self) -> CheckCache:
+        with self._lock:
+            entries = [
+                CachedCheck(tree=tree, descriptor_digest=digest, result=result)
+                for (tree, digest), result in sorted(self._results.items())
+            ]
+        return CheckCache(entries=entries)
+
+
+@dataclass(frozen=True)
+class TreeJob:
+    tree: str
+    checks: tuple[Check, ...]
+
+
+class Verifier:
+    """Runs checks on trees. Jobs for several trees run in parallel, one worker per core."""
+
+    def __init__(
+        self,
+        repo: GitRepo,
+        cache: ResultCache,
+        *,
+        path_env: str,
+        workers: int | None = None,
+        on_result: Callable[[str, CheckResult], None] | None = None,
+    ) -> None:
+        self._repo = repo
+        self.cache = cache
+        self._path_env = path_env
+        self._workers = workers or os.cpu_count() or 1
+        self._on_result = on_result
+
+    def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
+        if len(jobs) <= 1:
+            return [self.verify(job.tree, job.checks) for job in jobs]
+        with ThreadPoolExecutor(max_workers=min(self._workers, len(jobs))) as pool:
+            return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
+
+    def verify(self, tree: str, checks: Iterable[Check]) -> list[CheckResult]:
+        checks = list(checks)
+        results: dict[str, CheckResult] = {}
+        pending: list[Check] = []
+        for check in checks:
+            cached = self.cache.get(tree, check.digest)
+            if cached is not None:
+                results[check.check_id] = cached.model_copy(update={"check_id": check.check_id})
+            else:
+                pending.append(check)
+        for environment, group in _by_environment(pending):
+            for check, result in self._run_group(tree, environment, group):
+                self.cache.put(tree, check.digest, result)
+                results[check.check_id] = result
+                if self._on_result is not None:
+                    self._on_result(tree, result)
+        return [results[check.check_id] for check in checks]
+
+    def _run_group(
+        self, tree: str, environment: DescriptorEnvironment, group: list[Check]
+    ) -> list[tuple[Check, CheckResult]]:
+        with tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch:
+            sandbox = Sandbox(Path(scratch) / "tree", Path(scratch) / "home", self._path_env)
+            self._repo.materialise(tree, sandbox.root)
+            writable = tuple(environment.writable_paths)
+            if environment.prepare is not None:
+                prepared = run_command(sandbox, "prepare", environment.prepare, writable)
+                if not prepared.passed:
+                    return [(check, _prepare_failed(check, prepared)) for check in group]
+            return [
+                (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
+                for check in group
+            ]
+
+
+def _by_environment(checks: list[Check]) -> list[tuple[DescriptorEnvironment, list[Check]]]:
+    groups: dict[str, tuple[DescriptorEnvironment, list[Check]]] = {}
+    for check in checks:
+        environment = check.descriptor.environment or DescriptorEnvironment()
+        key = json.dumps(environment.model_dump(mode="json"), sort_keys=True)
+        groups.setdefault(key, (environment, []))[1].append(check)
+    return list(groups.values())
+
+
+def _prepare_failed(check: Check, prepared: CheckResult) -> CheckResult:
+    return prepared.model_copy(
+        update={
+            "check_id": check.check_id,
+            "passed": False,
+            "error": f"the environment's prepare step failed: {prepared.error or prepared.exit_code}",
+        }
+    )

@@ -1,0 +1,189 @@
+"""Running one descriptor command the deterministic way (SPEC §4.3).
+
+No shell; its own process group; the environment replaced by PATH and a fresh HOME/TMPDIR/
+XDG_CACHE_HOME (so no token of the caller's can leak); the whole group killed on timeout or when
+the output passes its cap; and files of the tree under test outside `writable_paths` must be left
+as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.model.descriptor import DescriptorCommand
+from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
+
+_READ_CHUNK = 65536
+
+FileStamp = tuple[int, int, int]  # mode, size, mtime_ns
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A materialised tree and the private home its commands get."""
+
+    root: Path
+    home: Path
+    path_env: str  # the PATH commands may look tools up on
+
+    def environment(self) -> dict[str, str]:
+        tmp = self.home / "tmp"
+        cache = self.home / ".cache"
+        tmp.mkdir(parents=True, exist_ok=True)
+        cache.mkdir(parents=True, exist_ok=True)
+        return {
+            "PATH": self.path_env,
+            "HOME": str(self.home),
+            "TMPDIR": str(tmp),
+            "XDG_CACHE_HOME": str(cache),
+        }
+
+
+def run_command(
+    sandbox: Sandbox, check_id: str, command: DescriptorCommand, writable: tuple[str, ...]
+) -> CheckResult:
+    started = time.monotonic()
+    try:
+        argv, cwd = _resolve(sandbox, command)
+    except _CannotRun as refusal:
+        return _refused(check_id, str(refusal))
+    before = snapshot(sandbox.root, writable)
+    exit_code, output, timed_out, limited = _execute(argv, cwd, sandbox, command)
+    changed = changed_paths(before, snapshot(sandbox.root, writable))
+    duration = int((time.monotonic() - started) * 1000)
+    return CheckResult(
+        check_id=check_id,
+        passed=exit_code == 0 and not timed_out and not limited and not changed,
+        exit_code=exit_code,
+        duration_ms=duration,
+        timed_out=timed_out,
+        output_limited=limited,
+        changed_outside=changed,
+        output_tail=output[-OUTPUT_TAIL_BYTES:].decode("utf-8", "replace"),
+    )
+
+
+class _CannotRun(Exception):
+    pass
+
+
+def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], Path]:
+    root = sandbox.root.resolve()
+    cwd = (root / command.cwd).resolve()
+    if not cwd.is_relative_to(root) or not cwd.is_dir():
+        raise _CannotRun(f"cwd {command.cwd!r} is not a folder of the tree under test")
+    if command.executable.startswith("./"):
+        executable = (root / command.executable[2:]).resolve()
+        if not executable.is_relative_to(root) or not executable.is_file():
+            raise _CannotRun(f"{command.executable} is not a file of the tree under test")
+        found = str(executable)
+    else:
+        located = shutil.which(command.executable, path=sandbox.path_env)
+        if located is None:
+            raise _CannotRun(f"{command.executable!r} was not found on PATH")
+        found = located
+    return [found, *command.argv], cwd
+
+
+def _execute(
+    argv: list[str], cwd: Path, sandbox: Sandbox, command: DescriptorCommand
+) -> tuple[int | None, bytes, bool, bool]:
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=sandbox.environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so we can end all of it
+            close_fds=True,
+        )
+    except OSError as error:
+        return None, f"cannot start {argv[0]}: {error}".encode(), False, False
+    assert process.stdout is not None
+    deadline = time.monotonic() + command.timeout_ms / 1000
+    output, timed_out, limited = _collect(process, deadline, command.max_output_bytes)
+    if timed_out or limited:
+        _kill_group(process.pid)
+    exit_code = process.wait()
+    _kill_group(process.pid)  # leave no daemon of the check behind
+    process.stdout.close()
+    return (None if timed_out else exit_code), output, timed_out, limited
+
+
+def _collect(
+    process: subprocess.Popen[bytes], deadline: float, cap: int
+) -> tuple[bytes, bool, bool]:
+    assert process.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return b"".join(chunks), True, False
+            if not selector.select(timeout=min(remaining, 0.2)):
+                if process.poll() is not None:
+                    # the command is done; a child of it still holds the pipe open
+                    return b"".join(chunks), False, False
+                continue
+            chunk = os.read(process.stdout.fileno(), _READ_CHUNK)
+            if not chunk:
+                return b"".join(chunks), False, False
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                return b"".join(chunks)[:cap], False, True
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _refused(check_id: str, why: str) -> CheckResult:
+    return CheckResult(
+        check_id=check_id,
+        passed=False,
+        exit_code=None,
+        duration_ms=0,
+        timed_out=False,
+        output_limited=False,
+        changed_outside=[],
+        output_tail="",
+        error=why,
+    )
+
+
+def snapshot(root: Path, writable: tuple[str, ...]) -> dict[str, FileStamp]:
+    """Stamps of every file and link outside the writable folders."""
+    stamps: dict[str, FileStamp] = {}
+    skip = {os.path.normpath(os.path.join(root, folder)) for folder in writable}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
+        for name in files:
+            path = os.path.join(folder, name)
+            status = os.lstat(path)
+            stamps[os.path.relpath(path, root)] = (
+                status.st_mode,
+                status.st_size,
+                status.st_mtime_ns,
+            )
+    return stamps
+
+
+def changed_paths(before: dict[str, FileStamp], after: dict[str, FileStamp]) -> list[str]:
+    """Files of the tree that a check modified or removed. New files (caches such as
+    `__pycache__`) are not changes to the tree under test, so they are allowed."""
+    return sorted(path for path, stamp in before.items() if after.get(path) != stamp)

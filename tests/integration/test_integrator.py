@@ -1,0 +1,193 @@
+"""The guarded integrator on real repositories: clean path, guards, lineage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imm_action.errors import UsageError
+
+from tests.batch_helpers import (
+    branch_log,
+    current,
+    file_check,
+    head_of,
+    lane_of,
+    make_lane_commit,
+    make_project,
+    publish,
+    run_pass,
+    work,
+)
+from tests.conftest import git
+
+THREE = {"a": [], "b": [], "c": []}
+
+
+def states(repo: Path) -> dict[str, str]:
+    return {c.task_id: str(c.state) for c in current(repo).state.children}
+
+
+def reasons(repo: Path) -> dict[str, str | None]:
+    return {c.task_id: c.reason for c in current(repo).state.children}
+
+
+def test_a_first_pass_starts_the_batch_and_admits_the_startable_lanes(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    result = run_pass(repo)
+    assert result.admitted == ("a",)
+    assert states(repo) == {"a": "lane_admitted", "b": "pending"}
+    assert head_of(repo, "imm/init") == head_of(repo, "main")
+    assert current(repo).state.batch_state == "running"
+
+
+def test_lanes_from_the_same_base_integrate_one_after_another(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", THREE)
+    run_pass(repo)
+    lanes = {task: work(repo, task, goal=f"Make {task}") for task in THREE}
+    result = run_pass(repo)
+    assert result.integrated == ("a", "b", "c")
+    stored = current(repo)
+    assert stored.state.batch_state == "completed"
+    history = branch_log(repo)[:3][::-1]
+    assert stored.state.commits == history
+    assert history[0] == lanes["a"]  # built on the lane base itself: the lane commit lands as is
+    for task, commit in zip(THREE, history, strict=True):
+        message = git(repo, "log", "-1", "--format=%B", commit)
+        assert message.startswith(f"imm({task}): Make {task}\n")
+        assert f"Immune-Brain-Batch: {stored.state.batch_id}" in message
+        assert git(repo, "log", "-1", "--format=%an <%ae>", commit).strip() == "Lane Author <lane@example.com>"
+    assert git(repo, "show", "imm/init:c.txt") == "c\n"
+
+
+def test_a_lane_commit_with_two_parents_is_refused_and_nothing_moves(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    run_pass(repo)
+    batch_id, base = lane_of(repo, "a")
+    other = make_lane_commit(repo, base, "x", {"x.txt": "x"}, batch_id=batch_id)
+    merge = make_lane_commit(repo, base, "a", {"a.txt": "a\n"}, batch_id=batch_id, parents=[base, other])
+    publish(repo, "a", merge)
+    run_pass(repo)
+    assert states(repo) == {"a": "needs_human"}
+    assert reasons(repo)["a"].startswith("batch_head_lineage_broken: lane commit")  # type: ignore[union-attr]
+    assert head_of(repo, "imm/init") == base
+
+
+def test_a_lane_commit_not_on_its_lane_base_is_refused(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    run_pass(repo)
+    batch_id, base = lane_of(repo, "a")
+    elsewhere = make_lane_commit(repo, base, "x", {"x.txt": "x"}, batch_id=batch_id)
+    stray = make_lane_commit(repo, elsewhere, "a", {"a.txt": "a\n"}, batch_id=batch_id)
+    publish(repo, "a", stray)
+    run_pass(repo)
+    assert "batch_head_lineage_broken" in (reasons(repo)["a"] or "")
+    assert head_of(repo, "imm/init") == base
+
+
+def test_a_textual_conflict_parks_the_lane_naming_the_paths(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)
+    work(repo, "a", {"a.txt": "a\n", "shared.txt": "from a\n"})
+    work(repo, "b", {"b.txt": "b\n", "shared.txt": "from b\n"})
+    run_pass(repo)
+    assert states(repo) == {"a": "integrated", "b": "needs_human"}
+    assert reasons(repo)["b"].startswith("batch_integration_conflict: ")  # type: ignore[union-attr]
+    assert reasons(repo)["b"].endswith("in: shared.txt")  # type: ignore[union-attr]
+    assert git(repo, "show", "imm/init:shared.txt") == "from a\n"
+
+
+def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipped(tmp_path: Path) -> None:
+    checks = {"a": file_check("a.txt", "a", absent="broken")}
+    repo = make_project(tmp_path / "r", {"a": [], "b": [], "c": ["b"]},
+                        scopes={"b": ["config.txt"]}, checks=checks)  # fmt: skip
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b", {"config.txt": "mode=broken\n", "b.txt": "b\n"})
+    before = head_of(repo, "imm/init")
+    run_pass(repo)
+    stored = current(repo)
+    reason = reasons(repo)["b"] or ""
+    assert reason.startswith("batch_integration_check_failed: a:ok failed on candidate ")
+    assert states(repo) == {"a": "integrated", "b": "needs_human", "c": "skipped_blocked"}
+    assert reasons(repo)["c"] == "dependency b parked"
+    assert head_of(repo, "imm/init") == stored.state.commits[-1] != before
+    assert stored.state.batch_state == "needs_human"
+    assert stored.report is not None
+    assert stored.report.next_action == "fix the cause, then run: imm retry init b"
+
+
+def test_a_failed_own_check_parks_the_lane(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    run_pass(repo)
+    work(repo, "a", {"a.txt": "wrong\n"})
+    run_pass(repo)
+    assert (reasons(repo)["a"] or "").startswith("batch_integration_check_failed: a:ok failed")
+
+
+def test_a_lane_that_needs_a_person_parks_with_its_reason(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    run_pass(repo)
+    publish(repo, "a", None, state="needs_human", reason="QA failure limit reached")
+    run_pass(repo)
+    assert reasons(repo) == {"a": "QA failure limit reached", "b": "dependency a parked"}
+
+
+def test_a_commit_pushed_on_top_of_the_batch_branch_is_adopted(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)
+    work(repo, "a")
+    run_pass(repo)
+    head = head_of(repo, "imm/init")
+    batch_id, _ = lane_of(repo, "a")
+    foreign = make_lane_commit(repo, head, "someone", {"notes.txt": "hi\n"}, batch_id="other")
+    git(repo, "update-ref", "refs/heads/imm/init", foreign, head)
+    work(repo, "b")
+    run_pass(repo)
+    stored = current(repo)
+    assert [(a.from_, a.to) for a in stored.state.adopted_heads] == [(head, foreign)]
+    assert states(repo) == {"a": "integrated", "b": "integrated"}
+    assert git(repo, "rev-parse", "imm/init~1").strip() == foreign
+    assert stored.state.batch_state == "completed"
+
+
+def test_a_force_push_dropping_a_recorded_commit_fails_the_batch_and_overwrites_nothing(
+    tmp_path: Path,
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)
+    work(repo, "a")
+    run_pass(repo)
+    base = current(repo).state.base_head
+    rewritten = make_lane_commit(repo, base, "rewrite", {"other.txt": "x\n"}, batch_id="none")
+    git(repo, "update-ref", "refs/heads/imm/init", rewritten)
+    work(repo, "b")
+    run_pass(repo)
+    stored = current(repo)
+    assert stored.state.batch_state == "failed"
+    assert states(repo)["b"] == "needs_human"
+    assert (reasons(repo)["b"] or "").startswith("batch_head_lineage_broken: imm/init moved to")
+    assert head_of(repo, "imm/init") == rewritten
+    with pytest.raises(UsageError, match="holds work that is not in main"):
+        run_pass(repo)  # no new batch may reset the branch someone rewrote
+    assert current(repo).commit == stored.commit
+    assert head_of(repo, "imm/init") == rewritten
+
+
+def test_an_idle_pass_writes_no_new_state(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    run_pass(repo)
+    first = current(repo).commit
+    run_pass(repo)
+    assert current(repo).commit == first
+
+
+def test_a_new_batch_refuses_a_batch_branch_it_does_not_know(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    git(repo, "branch", "imm/init")
+    git(repo, "commit", "--allow-empty", "-qm", "moved on")
+    git(repo, "update-ref", "refs/heads/imm/init", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    with pytest.raises(UsageError, match="holds work that is not in main"):
+        run_pass(repo)
