@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -66,6 +67,8 @@ def run_pass(
 ) -> PassResult:
     batch_repo = open_local(repo, remote)
     request = pass_request(batch_repo, slug, batch_id=None, admit=admit)
+    # a fixed id for a new batch: lane commits carry it, so runs can be compared commit by commit
+    request = dataclasses.replace(request, new_batch_id=f"batch-{slug}-{len(StateStore(batch_repo.refs).all_batches())}")
     ports = pass_ports(batch_repo, (log.append if log is not None else lambda line: None),
                        path_env=os.environ["PATH"])  # fmt: skip
     if refs is not None:
@@ -104,7 +107,9 @@ def make_lane_commit(
             run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
         tree = run("write-tree")
         message = f"imm({task_id}): {goal or f'Do {task_id}'}\n\n{TRAILER}: {batch_id}\n"
-        env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1])
+        # fixed dates: the same lane work always makes the same commit, so runs compare exactly
+        env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1],
+                   GIT_AUTHOR_DATE="1700000000 +0000", GIT_COMMITTER_DATE="1700000000 +0000")
         parent_args = [arg for parent in (parents or [base]) for arg in ("-p", parent)]
         return run("commit-tree", tree, *parent_args, "-m", message)
 

@@ -17,6 +17,9 @@ GIT_ENV = {
     "GIT_AUTHOR_EMAIL": "author@example.com",
     "GIT_COMMITTER_NAME": "Test Committer",
     "GIT_COMMITTER_EMAIL": "committer@example.com",
+    # fixed dates make the same history produce the same commit ids in every repository
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
 }
 
 

@@ -135,7 +135,12 @@ def load_intents(repo: Path, located: LocatedInitiative) -> dict[str, IntentFile
 
 
 def plan_initiative(
-    repo: Path, slug: str, config: RepoConfig, *, max_parallel: int | None = None
+    repo: Path,
+    slug: str,
+    config: RepoConfig,
+    *,
+    max_parallel: int | None = None,
+    settled: Mapping[str, str] | None = None,
 ) -> tuple[BatchPlan, dict[str, IntentFile]]:
     """Read everything a plan needs from `repo` and project it (no writes anywhere)."""
     located = load_initiative(repo, slug)
@@ -143,6 +148,7 @@ def plan_initiative(
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,
         qa_failure_limit=config.qa_failure_limit,
+        settled=settled or {},
     )
     readings = {task_id: file.reading for task_id, file in intents.items()}
     try:

@@ -17,7 +17,8 @@ from imm_action.integrate.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.lanes.probe import LaneProbe, ProcessProbe
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
-from imm_action.model.state import LocalRunner, Runner
+from imm_action.integrate.store import StateStore
+from imm_action.model.state import BatchState, LocalRunner, Runner
 from imm_action.plan.project import ValidIntent
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.workspace import load_config, open_repo, plan_initiative
@@ -79,7 +80,10 @@ def pass_request(
     authorized_by: str | None = None,
     start: bool = True,
 ) -> PassRequest:
-    plan, intents = plan_initiative(batch_repo.root, slug, batch_repo.config)
+    batch_repo.refs.refresh(slug)
+    plan, intents = plan_initiative(
+        batch_repo.root, slug, batch_repo.config, settled=settled_tasks(StateStore(batch_repo.refs), slug)
+    )
     base_ref, base_head = base_of(batch_repo)
     scopes = {
         task_id: tuple(file.reading.intent.scope_hint)
@@ -100,6 +104,16 @@ def pass_request(
         barrier_globs=tuple(batch_repo.config.barrier_files),
         runner_for=runner_for or _unstarted_local_lane,
     )
+
+
+def settled_tasks(store: StateStore, slug: str) -> dict[str, str]:
+    """Tasks integrated by completed batches of `slug` (task id -> batch id): a new batch
+    classifies them `already_settled` instead of doing them again."""
+    settled: dict[str, str] = {}
+    for batch in store.batches_of(slug):
+        if batch.state.batch_state is BatchState.COMPLETED:
+            settled.update((c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done)
+    return settled
 
 
 def _unstarted_local_lane(task_id: str) -> Runner:

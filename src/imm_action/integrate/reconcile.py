@@ -154,6 +154,9 @@ class _Pass:
         active = self.store.active(self.request.slug)
         if active is not None:
             return active
+        earlier = self.store.batches_of(self.request.slug)
+        if earlier and not self.request.plan.enrollable:
+            return earlier[-1]  # everything is settled already: report the last batch again
         if not self.request.start:
             raise UsageError(f"initiative {self.request.slug} has no active batch")
         return self._start()
