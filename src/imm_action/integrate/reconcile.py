@@ -43,6 +43,10 @@ from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 
 MAX_LOST_RACES = 25
+# Git updates the refs of one transaction atomically for writers, but a reader can see some of
+# them moved and others not yet. Whatever looks like a foreign branch or a broken lineage is
+# therefore read again this many times before it is believed.
+RECHECKS_BEFORE_BELIEVING = 3
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
     for lost in range(MAX_LOST_RACES):
         ports.refs.refresh(request.slug)
         try:
-            outcome = _Pass(request, ports, results).run()
+            outcome = _Pass(request, ports, results, lost).run()
         except GitConflict as race:
             detail = (race.stderr.strip().splitlines() or ["a ref moved"])[-1]
             ports.log(f"lost a race ({detail}); re-running the pass on fresh refs ({lost + 1})")
@@ -106,7 +110,10 @@ class _Outcome:
 
 
 class _Pass:
-    def __init__(self, request: PassRequest, ports: PassPorts, results: ResultCache) -> None:
+    def __init__(
+        self, request: PassRequest, ports: PassPorts, results: ResultCache, attempt: int = 0
+    ) -> None:
+        self.attempt = attempt
         self.request = request
         self.ports = ports
         self.repo = ports.refs.repo
@@ -129,6 +136,7 @@ class _Pass:
         head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         state, broken = self._lineage(state, head)
         if broken is not None:
+            self._recheck(broken)
             failed = t.fail_lineage(state, broken)
             return _Outcome(self._persist(stored, failed, decide(failed, [])))
         assert head is not None
@@ -139,6 +147,11 @@ class _Pass:
             state, admitted = self._admit(state, head)
         stored = self._persist(stored, state, self._verdict(state))
         return _Outcome(stored, tuple(admitted), tuple(self.integrated))
+
+    def _recheck(self, what: str) -> None:
+        """Re-run the pass on fresh refs unless `what` was already seen on enough reads."""
+        if self.attempt < RECHECKS_BEFORE_BELIEVING:
+            raise GitConflict(["read refs"], None, f"{what}; reading the refs again")
 
     # -- step 1: load or start -------------------------------------------------------------
     def _load_or_start(self) -> StoredBatch:
@@ -151,24 +164,39 @@ class _Pass:
                     f"batch {self.request.batch_id} belongs to {found.state.initiative_slug}"
                 )
             return found
+        # Read the branch before the batches: a batch is created with its branch in one CAS, so
+        # a branch seen here means its batch is seen below (or the start loses the CAS).
+        existing = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         active = self.store.active(self.request.slug)
         if active is not None:
             return active
         earlier = self.store.batches_of(self.request.slug)
-        if earlier and not self.request.plan.enrollable:
+        if earlier and self._all_settled(earlier):
             return earlier[-1]  # everything is settled already: report the last batch again
         if not self.request.start:
             raise UsageError(f"initiative {self.request.slug} has no active batch")
-        return self._start()
+        return self._start(existing)
 
-    def _start(self) -> StoredBatch:
+    def _all_settled(self, batches: list[StoredBatch]) -> bool:
+        """Whether completed batches already integrated every enrollable task (read fresh: the
+        plan may predate a batch that completed while this pass was starting)."""
+        settled = {
+            child.task_id
+            for batch in batches
+            if batch.state.batch_state is BatchState.COMPLETED
+            for child in batch.state.children
+            if child.state.done
+        }
+        return all(child.task_id in settled for child in self.request.plan.enrollable)
+
+    def _start(self, existing: str | None) -> StoredBatch:
         plan = self.request.plan
         if not plan.enrollable:
             raise UsageError(
                 f"initiative {self.request.slug}: nothing is enrollable, no batch started"
             )
-        existing = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         if existing is not None and not self._may_reset(existing):
+            self._recheck("the batch branch exists without a batch")
             raise UsageError(
                 f"{batch_branch(self.request.slug)} exists and holds work that is not in "
                 f"{self.request.base_ref} and belongs to no finished batch; merge or delete it, "

@@ -77,11 +77,11 @@ class RemoteRefStore:
         self.remote = remote
 
     def refresh(self, slug: str) -> None:
-        branch = heads(batch_branch(slug))
+        # Patterns, not names: a branch that does not exist yet must not fail the fetch.
         self.repo.git.run(
             [
                 "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", self.remote,
-                f"+{branch}:{MIRROR}{branch}",
+                f"+refs/heads/imm/*:{MIRROR}refs/heads/imm/*",
                 f"+refs/imm/*:{MIRROR}refs/imm/*",
             ]
         )  # fmt: skip
