@@ -37,9 +37,15 @@ class ResultCache:
 
     def __init__(self, stored: CheckCache | None = None) -> None:
         self._lock = threading.Lock()
+        self._tree_locks: dict[str, threading.Lock] = {}
         self._results: dict[tuple[str, str], CheckResult] = {}
         for entry in stored.entries if stored else ():
             self._results[(entry.tree, entry.descriptor_digest)] = entry.result
+
+    def tree_lock(self, tree: str) -> threading.Lock:
+        """Held while a tree is verified, so two workers never run its checks twice."""
+        with self._lock:
+            return self._tree_locks.setdefault(tree, threading.Lock())
 
     def get(self, tree: str, digest: str) -> CheckResult | None:
         with self._lock:
@@ -89,7 +95,10 @@ class Verifier:
             return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
 
     def verify(self, tree: str, checks: Iterable[Check]) -> list[CheckResult]:
-        checks = list(checks)
+        with self.cache.tree_lock(tree):
+            return self._verify(tree, list(checks))
+
+    def _verify(self, tree: str, checks: list[Check]) -> list[CheckResult]:
         results: dict[str, CheckResult] = {}
         pending: list[Check] = []
         for check in checks:

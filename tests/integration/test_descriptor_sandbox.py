@@ -1,0 +1,159 @@
+"""The descriptor sandbox: no inherited environment, timeouts and output caps kill the whole
+process group, and the tree under test must stay as it was outside writable_paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from imm_action.git.repo import GitRepo
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.outcome import CheckResult
+from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from tests.conftest import git, make_repo
+
+
+def _check(code: str, **command: object) -> Check:
+    environment = command.pop("environment", None)
+    body: dict[str, object] = {
+        "contract": "assurance_kernel/verification_descriptor/v2",
+        "command": {"executable": "python3", "argv": ["-c", code], **command},
+    }
+    if environment is not None:
+        body["environment"] = environment
+    return Check("t:ok", parse_descriptor(json.dumps(body)))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[GitRepo, str]:
+    repo = make_repo(tmp_path / "r", {"src/app.py": "print('hi')\n", "build/keep": ""})
+    return GitRepo(repo), git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+
+def _run(tree: tuple[GitRepo, str], check: Check) -> CheckResult:
+    repo, oid = tree
+    return Verifier(repo, ResultCache(), path_env=os.environ["PATH"]).verify(oid, [check])[0]
+
+
+def test_a_passing_check_passes(tree: tuple[GitRepo, str]) -> None:
+    result = _run(tree, _check("import pathlib; assert pathlib.Path('src/app.py').exists()"))
+    assert result.passed
+    assert result.exit_code == 0
+
+
+def test_a_check_sees_none_of_the_callers_variables(
+    tree: tuple[GitRepo, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret_value")
+    monkeypatch.setenv("IMM_SECRET", "also-secret")
+    result = _run(tree, _check("import os; print(sorted(os.environ)); print(os.environ.get('GITHUB_TOKEN'))"))
+    assert "ghs_secret_value" not in result.output_tail
+    assert "IMM_SECRET" not in result.output_tail
+    names = result.output_tail.splitlines()[0]
+    for name in ("HOME", "PATH", "TMPDIR", "XDG_CACHE_HOME"):
+        assert f"'{name}'" in names
+    assert result.output_tail.splitlines()[1] == "None"
+
+
+def test_a_check_sleeping_past_its_timeout_is_killed_with_its_children(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    marker = tmp_path / "child.pid"
+    code = (
+        "import subprocess,sys,time;"
+        f"p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']);"
+        f"open({str(marker)!r},'w').write(str(p.pid));"
+        "time.sleep(60)"
+    )
+    started = time.monotonic()
+    result = _run(tree, _check(code, timeout_ms=1500))
+    assert time.monotonic() - started < 10
+    assert (result.passed, result.timed_out, result.exit_code) == (False, True, None)
+    child = int(marker.read_text())
+    time.sleep(0.2)
+    assert _gone(child)
+
+
+def _gone(pid: int) -> bool:
+    """Dead, or a zombie waiting for a reaper (this sandbox's pid 1 may never reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def test_a_check_writing_past_its_output_cap_is_stopped(tree: tuple[GitRepo, str]) -> None:
+    code = "import sys; [sys.stdout.write('x' * 1024) for _ in range(10_000)]"
+    result = _run(tree, _check(code, max_output_bytes=65536))
+    assert result.output_limited
+    assert not result.passed
+
+
+def test_writing_ten_megabytes_stops_at_the_cap(tree: tuple[GitRepo, str]) -> None:
+    started = time.monotonic()
+    result = _run(tree, _check("import sys; sys.stdout.write('y' * 10_000_000)", max_output_bytes=262144))
+    assert result.output_limited
+    assert time.monotonic() - started < 10
+
+
+def test_a_check_modifying_a_file_outside_writable_paths_fails(tree: tuple[GitRepo, str]) -> None:
+    result = _run(tree, _check("open('src/app.py','a').write('# changed')"))
+    assert result.exit_code == 0
+    assert not result.passed
+    assert result.changed_outside == ["src/app.py"]
+
+
+def test_a_check_may_change_its_writable_paths_and_create_caches(tree: tuple[GitRepo, str]) -> None:
+    code = "import os; open('build/keep','w').write('x'); os.makedirs('src/__pycache__'); open('src/__pycache__/c','w')"
+    result = _run(tree, _check(code, environment={"writable_paths": ["build"]}))
+    assert result.passed, result
+
+
+def test_a_missing_tool_is_a_failure_with_a_reason(tree: tuple[GitRepo, str]) -> None:
+    check = Check("t:ok", parse_descriptor(json.dumps({
+        "contract": "assurance_kernel/verification_descriptor/v2",
+        "command": {"executable": "no-such-tool-imm"},
+    })))  # fmt: skip
+    result = _run(tree, check)
+    assert not result.passed
+    assert result.error == "'no-such-tool-imm' was not found on PATH"
+
+
+def test_a_failing_prepare_fails_its_group(tree: tuple[GitRepo, str]) -> None:
+    environment = {"prepare": {"executable": "python3", "argv": ["-c", "raise SystemExit(3)"]}}
+    result = _run(tree, _check("pass", environment=environment))
+    assert not result.passed
+    assert "prepare step failed" in (result.error or "")
+
+
+def test_a_result_is_never_computed_twice_for_the_same_tree_and_descriptor(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    check = _check(f"open({str(counter)!r},'a').write('x')")
+    repo, oid = tree
+    verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"])
+    verifier.verify_many([TreeJob(oid, (check,)), TreeJob(oid, (check,))])
+    verifier.verify(oid, [check])
+    assert counter.read_text() == "x"
+
+
+def test_candidates_of_several_trees_verify_in_parallel(tree: tuple[GitRepo, str], tmp_path: Path) -> None:
+    repo, _ = tree
+    trees = []
+    for index in range(2):
+        (repo.path / f"f{index}").write_text(str(index))
+        git(repo.path, "add", "-A")
+        git(repo.path, "commit", "-qm", f"c{index}")
+        trees.append(git(repo.path, "rev-parse", "HEAD^{tree}").strip())
+    sleeper = _check("import time; time.sleep(1.5)")
+    verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], workers=2)
+    started = time.monotonic()
+    results = verifier.verify_many([TreeJob(t, (sleeper,)) for t in trees])
+    assert all(r[0].passed for r in results)
+    assert time.monotonic() - started < 2.8  # two 1.5 s checks overlapped
