@@ -41,16 +41,20 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
         raise IntegrationRefused(
             LINEAGE_BROKEN, f"lane commit {lane_commit} does not descend from lane base {lane_base}"
         )
-    if not repo.is_ancestor(lane_base, head):
-        raise IntegrationRefused(
-            LINEAGE_BROKEN, f"lane base {lane_base} is not an ancestor of batch head {head}"
-        )
     if head == lane_base:
         return Candidate(lane_commit, lane.tree, head, lane_base, lane_commit)
     # `merge-tree --merge-base` needs git 2.40; on 2.39 we prove the merge base is the lane
-    # base (the guards above make it so) and let merge-tree find that same base itself.
-    bases = repo.merge_bases(head, lane_commit)
+    # base and let merge-tree find that same base itself. The batch's own history is usually a
+    # plain chain of candidates since the lane base, which proves it without a process;
+    # otherwise `merge-base --all` must name the lane base alone (which also proves the lane
+    # base is an ancestor of the head).
+    proven = repo.descends_linearly(head, lane_base, lane_commit)
+    bases = [lane_base] if proven else repo.merge_bases(head, lane_commit)
     if bases != [lane_base]:
+        if not repo.is_ancestor(lane_base, head):
+            raise IntegrationRefused(
+                LINEAGE_BROKEN, f"lane base {lane_base} is not an ancestor of batch head {head}"
+            )
         raise IntegrationRefused(
             LINEAGE_BROKEN,
             f"merge base of {head} and {lane_commit} is {', '.join(bases) or 'none'}, "
@@ -63,27 +67,23 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
             f"lane commit {lane_commit} conflicts with batch head {head} in: "
             + ", ".join(merged.conflicts),
         )
-    head_info = repo.commit(head)
+    # Every input of the candidate is fixed by the lane commit and the head (the date too), so a
+    # pass rerun after a crash rebuilds the very same commit id.
     commit = repo.commit_tree(
         merged.tree,
         [head],
         lane.message,
         author=lane.author,
         author_date=lane.author_date,
-        committer_date=_later(head_info.committer_date, lane.committer_date),
+        committer_date=lane.committer_date,
     )
-    if repo.change_identity(lane_base, lane_commit) != repo.change_identity(head, commit):
+    lane_change, candidate_change = repo.change_identities([(lane_base, lane_commit), (head, commit)])
+    if lane_change != candidate_change:
         raise IntegrationRefused(
             CONFLICT,
             f"candidate {commit} does not carry exactly the change of lane commit {lane_commit}",
         )
     return Candidate(commit, merged.tree, head, lane_base, lane_commit)
-
-
-def _later(left: str, right: str) -> str:
-    # Raw git dates "<unix seconds> <tz>": the candidate's date is fixed by its inputs, so a
-    # pass rerun after a crash rebuilds the very same commit id.
-    return left if int(left.split()[0]) >= int(right.split()[0]) else right
 
 
 def carries_trailer(message: str, batch_id: str) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +55,70 @@ class MergeResult:
     conflicts: tuple[str, ...]  # empty when the merge is clean
 
 
+def _person(value: str) -> tuple[str, str, str]:
+    """`Name <email> 1700000000 +0000` -> (name, email, raw date)."""
+    name, _, rest = value.partition(" <")
+    email, _, date = rest.partition("> ")
+    if not date:
+        raise ValueError(value)
+    return name, email, date
+
+
 ChangeIdentity = Mapping[str, str]  # path -> "<mode> <blob>" of the new side ("000000 000…" = gone)
+
+
+class _ObjectReader:
+    """One long-lived `git cat-file --batch`: reading an object costs a pipe round trip
+    instead of a process (the integrator reads commits, intents and states on every pass)."""
+
+    def __init__(self, runner: GitRunner) -> None:
+        self._runner = runner
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def read(self, name: str) -> tuple[str, bytes] | None:
+        if "\n" in name:
+            return None
+        with self._lock:
+            process = self._start()
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
+            process.stdin.flush()
+            header = process.stdout.readline().decode()
+            if not header or header.endswith("missing\n") or header.endswith("ambiguous\n"):
+                if not header:
+                    self.close()
+                    raise GitFatal(["cat-file", "--batch"], None, "cat-file ended unexpectedly")
+                return None
+            _, kind, size = header.split()
+            data = process.stdout.read(int(size) + 1)[:-1]
+            return kind, data
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            self._process = self._runner.spawn(["cat-file", "--batch"])
+        return self._process
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.close()
+            process.wait()
+            process.stdout.close()
 
 
 class GitRepo:
     def __init__(self, path: Path, runner: GitRunner | None = None) -> None:
         self.path = path
         self.git = runner or GitRunner(path)
+        self._objects = _ObjectReader(self.git)
+
+    def close(self) -> None:
+        self._objects.close()
+
+    def __del__(self) -> None:
+        self._objects.close()
 
     # -- reading -------------------------------------------------------------------------
     def resolve(self, rev: str) -> str | None:
@@ -89,17 +148,28 @@ class GitRepo:
         return found
 
     def commit(self, oid: str) -> CommitInfo:
-        fields = "%H%x00%T%x00%P%x00%an%x00%ae%x00%ad%x00%cd%x00%B"
-        raw = self.git.output(["log", "-1", "--date=raw", f"--format={fields}", oid, "--"])
-        parts = raw.split("\0", 7)
-        if len(parts) != 8:
-            raise GitFatal(["log", oid], 0, f"unreadable commit {oid}")
-        commit, tree, parents, name, email, author_date, committer_date, message = parts
+        """A commit's fields, read from the raw object (`cat-file` is the cheapest reader)."""
+        found = self._objects.read(oid)
+        if found is None or found[0] != "commit":
+            raise GitFatal(["cat-file", "commit", oid], 128, f"no commit {oid}")
+        raw = found[1].decode("utf-8", "surrogateescape")
+        header, _, message = raw.partition("\n\n")
+        fields: dict[str, list[str]] = {}
+        for line in header.splitlines():
+            key, _, value = line.partition(" ")
+            fields.setdefault(key, []).append(value)
+        try:
+            author_name, author_email, author_date = _person(fields["author"][0])
+            _, _, committer_date = _person(fields["committer"][0])
+            tree = fields["tree"][0]
+        except (KeyError, ValueError):
+            raise GitFatal(["cat-file", "commit", oid], 0, f"unreadable commit {oid}") from None
+        resolved = self.resolve(oid) if len(oid) != 40 else oid
         return CommitInfo(
-            oid=commit,
+            oid=resolved or oid,
             tree=tree,
-            parents=tuple(parents.split()),
-            author=Identity(name, email),
+            parents=tuple(fields.get("parent", [])),
+            author=Identity(author_name, author_email),
             author_date=author_date,
             committer_date=committer_date,
             message=message.rstrip("\n") + "\n",
@@ -111,6 +181,25 @@ class GitRepo:
         )
         return result.exit_code == 0
 
+    def descends_linearly(self, head: str, ancestor: str, avoid: str, limit: int = 256) -> bool:
+        """Whether `head` reaches `ancestor` through single-parent commits, none of them `avoid`.
+
+        Read through the object reader (no process). When it holds for a lane (`avoid` = the
+        lane commit, whose only parent is `ancestor`), the lane base is the sole merge base of
+        head and lane commit: ancestors(head) are that chain plus ancestors(lane base), which
+        cannot contain the lane commit. False means "not shown", not "disproved"."""
+        current = head
+        for _ in range(limit):
+            if current == ancestor:
+                return True
+            if current == avoid:
+                return False
+            parents = self.commit(current).parents
+            if len(parents) != 1:
+                return False
+            current = parents[0]
+        return False
+
     def merge_bases(self, left: str, right: str) -> list[str]:
         result = self.git.run(["merge-base", "--all", left, right], ok_codes=(0, 1))
         return result.stdout.split()
@@ -120,27 +209,39 @@ class GitRepo:
         return self.git.output(["rev-list", "--reverse", f"{start}..{end}", "--"]).split()
 
     def read_file(self, commit: str, path: str) -> str | None:
-        result = self.git.run(["cat-file", "blob", f"{commit}:{path}"], ok_codes=(0, 128))
-        return result.stdout if result.exit_code == 0 else None
+        found = self._objects.read(f"{commit}:{path}")
+        if found is None or found[0] != "blob":
+            return None
+        return found[1].decode("utf-8", "surrogateescape")
 
     def change_identity(self, start: str, end: str) -> dict[str, str]:
         """Per changed path, the mode and blob it has at `end`: what a change *is*, whatever
         commit carries it (SPEC §5.4)."""
+        return self.change_identities([(start, end)])[0]
+
+    def change_identities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+        """`change_identity` of several commit pairs in one `diff-tree --stdin` process."""
+        stdin = "".join(f"{start} {end}\n" for start, end in pairs)
         raw = self.git.output(
-            ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", start, end]
+            ["diff-tree", "--stdin", "--always", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff"],
+            input_text=stdin,
         )
+        identities: list[dict[str, str]] = []
         tokens = raw.split("\0")
-        identity: dict[str, str] = {}
         index = 0
-        while index < len(tokens) - 1:
-            meta = tokens[index]
-            if meta.startswith(":"):
-                _, new_mode, _, new_blob, _ = meta[1:].split(" ", 4)
-                identity[tokens[index + 1]] = f"{new_mode} {new_blob}"
+        while index < len(tokens):
+            token = tokens[index]
+            if token.startswith(":"):
+                _, new_mode, _, new_blob, _ = token[1:].split(" ", 4)
+                identities[-1][tokens[index + 1]] = f"{new_mode} {new_blob}"
                 index += 2
-            else:
-                index += 1
-        return identity
+                continue
+            if token.strip():
+                identities.append({})  # the header line that starts each pair's output
+            index += 1
+        if len(identities) != len(pairs):
+            raise GitFatal(["diff-tree", "--stdin"], 0, f"expected {len(pairs)} diffs, got {len(identities)}")
+        return identities
 
     # -- writing objects (never refs) ----------------------------------------------------
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:

@@ -91,6 +91,17 @@ class GitRunner:
             raise classify(args, done.returncode, done.stderr)
         return GitResult(done.returncode, done.stdout, done.stderr)
 
+    def spawn(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
+        """A long-lived git process talking over pipes (e.g. `cat-file --batch`)."""
+        return subprocess.Popen(
+            ["git", *_SAFE_CONFIG, *args],
+            cwd=self.repo,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=self._environment(None),
+        )
+
     def output(
         self,
         args: Sequence[str],
