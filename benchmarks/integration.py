@@ -35,15 +35,20 @@ ENV = {
 
 
 def git(repo: Path, *args: str, stdin: bytes | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, env=ENV, input=stdin, capture_output=True, check=True)
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=ENV, input=stdin, capture_output=True, check=True
+    )
     return done.stdout.decode().strip()
 
 
 def generate(repo: Path, files: int) -> str:
     """A base commit of `files` small files in folders of 100, made with fast-import."""
     git(repo, "init", "-q", "-b", "main")
-    stream = [b"commit refs/heads/main\n", b"committer bench <bench@example.com> 1700000000 +0000\n",
-              b"data 4\nbase\n"]  # fmt: skip
+    stream = [
+        b"commit refs/heads/main\n",
+        b"committer bench <bench@example.com> 1700000000 +0000\n",
+        b"data 4\nbase\n",
+    ]
     for index in range(files):
         content = f"file {index}\n".encode() * 4
         stream.append(f"M 100644 inline d{index // 100:04d}/f{index:05d}.txt\n".encode())

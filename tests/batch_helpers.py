@@ -46,7 +46,9 @@ def make_project(
     for task in tasks:
         acceptance = [{"id": "ok", "assertion": f"{task} works", "verification":
                        (checks or {}).get(task, file_check(f"{task}.txt", task))}]  # fmt: skip
-        intents[task] = intent(task, scope_hint=(scopes or {}).get(task, [f"{task}.txt"]), acceptance=acceptance)
+        intents[task] = intent(
+            task, scope_hint=(scopes or {}).get(task, [f"{task}.txt"]), acceptance=acceptance
+        )
     files = initiative_files(slug, tasks, intents)
     files.update(extra_files or {"config.txt": "mode=ok\n", "shared.txt": "base\n"})
     return make_repo(root, files)
@@ -68,11 +70,15 @@ def run_pass(
     batch_repo = open_local(repo, remote)
     request = pass_request(batch_repo, slug, batch_id=None, admit=admit)
     # a fixed id for a new batch: lane commits carry it, so runs can be compared commit by commit
-    request = dataclasses.replace(request, new_batch_id=f"batch-{slug}-{len(StateStore(batch_repo.refs).all_batches())}")
+    request = dataclasses.replace(
+        request, new_batch_id=f"batch-{slug}-{len(StateStore(batch_repo.refs).all_batches())}"
+    )
     ports = pass_ports(batch_repo, (log.append if log is not None else lambda line: None),
                        path_env=os.environ["PATH"])  # fmt: skip
     if refs is not None:
-        ports = PassPorts(refs=refs, probe=ports.probe, verifier=ports.verifier, clock=ports.clock, log=ports.log)
+        ports = PassPorts(
+            refs=refs, probe=ports.probe, verifier=ports.verifier, clock=ports.clock, log=ports.log
+        )
     return reconcile(request, ports)
 
 
@@ -99,7 +105,13 @@ def make_lane_commit(
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
         run = lambda *args, stdin=None: subprocess.run(  # noqa: E731
-            ["git", *args], cwd=repo, env=env, input=stdin, capture_output=True, text=True, check=True
+            ["git", *args],
+            cwd=repo,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         run("read-tree", base)
         for path, content in files.items():
@@ -108,8 +120,12 @@ def make_lane_commit(
         tree = run("write-tree")
         message = f"imm({task_id}): {goal or f'Do {task_id}'}\n\n{TRAILER}: {batch_id}\n"
         # fixed dates: the same lane work always makes the same commit, so runs compare exactly
-        env.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1],
-                   GIT_AUTHOR_DATE="1700000000 +0000", GIT_COMMITTER_DATE="1700000000 +0000")
+        env.update(
+            GIT_AUTHOR_NAME=author[0],
+            GIT_AUTHOR_EMAIL=author[1],
+            GIT_AUTHOR_DATE="1700000000 +0000",
+            GIT_COMMITTER_DATE="1700000000 +0000",
+        )
         parent_args = [arg for parent in (parents or [base]) for arg in ("-p", parent)]
         return run("commit-tree", tree, *parent_args, "-m", message)
 
@@ -150,10 +166,18 @@ def lane_of(repo: Path, task_id: str, slug: str = "init") -> tuple[str, str]:
     return stored.state.batch_id, child.lane.base_head
 
 
-def work(repo: Path, task_id: str, files: Mapping[str, str] | None = None, slug: str = "init", **kw: object) -> str:
+def work(
+    repo: Path,
+    task_id: str,
+    files: Mapping[str, str] | None = None,
+    slug: str = "init",
+    **kw: object,
+) -> str:
     """Do a task's lane: commit on its lane base and publish the outcome."""
     batch_id, base = lane_of(repo, task_id, slug)
-    commit = make_lane_commit(repo, base, task_id, files or {f"{task_id}.txt": f"{task_id}\n"}, batch_id=batch_id, **kw)  # type: ignore[arg-type]
+    commit = make_lane_commit(
+        repo, base, task_id, files or {f"{task_id}.txt": f"{task_id}\n"}, batch_id=batch_id, **kw
+    )  # type: ignore[arg-type]
     publish(repo, task_id, commit, slug=slug)
     return commit
 

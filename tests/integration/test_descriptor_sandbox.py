@@ -50,7 +50,9 @@ def test_a_check_sees_none_of_the_callers_variables(
 ) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_secret_value")
     monkeypatch.setenv("IMM_SECRET", "also-secret")
-    result = _run(tree, _check("import os; print(sorted(os.environ)); print(os.environ.get('GITHUB_TOKEN'))"))
+    result = _run(
+        tree, _check("import os; print(sorted(os.environ)); print(os.environ.get('GITHUB_TOKEN'))")
+    )
     assert "ghs_secret_value" not in result.output_tail
     assert "IMM_SECRET" not in result.output_tail
     names = result.output_tail.splitlines()[0]
@@ -96,7 +98,9 @@ def test_a_check_writing_past_its_output_cap_is_stopped(tree: tuple[GitRepo, str
 
 def test_writing_ten_megabytes_stops_at_the_cap(tree: tuple[GitRepo, str]) -> None:
     started = time.monotonic()
-    result = _run(tree, _check("import sys; sys.stdout.write('y' * 10_000_000)", max_output_bytes=262144))
+    result = _run(
+        tree, _check("import sys; sys.stdout.write('y' * 10_000_000)", max_output_bytes=262144)
+    )
     assert result.output_limited
     assert time.monotonic() - started < 10
 
@@ -109,7 +113,10 @@ def test_a_check_modifying_a_file_outside_writable_paths_fails(tree: tuple[GitRe
 
 
 def test_a_check_may_change_its_writable_paths_and_create_caches(tree: tuple[GitRepo, str]) -> None:
-    code = "import os; open('build/keep','w').write('x'); os.makedirs('src/__pycache__'); open('src/__pycache__/c','w')"
+    code = (
+        "import os; open('build/keep','w').write('x'); "
+        "os.makedirs('src/__pycache__'); open('src/__pycache__/c','w')"
+    )
     result = _run(tree, _check(code, environment={"writable_paths": ["build"]}))
     assert result.passed, result
 
@@ -143,7 +150,9 @@ def test_a_result_is_never_computed_twice_for_the_same_tree_and_descriptor(
     assert counter.read_text() == "x"
 
 
-def test_candidates_of_several_trees_verify_in_parallel(tree: tuple[GitRepo, str], tmp_path: Path) -> None:
+def test_candidates_of_several_trees_verify_in_parallel(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
     repo, _ = tree
     trees = []
     for index in range(2):

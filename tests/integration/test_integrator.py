@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from imm_action.errors import UsageError
-
 from tests.batch_helpers import (
     branch_log,
     current,
@@ -57,7 +56,10 @@ def test_lanes_from_the_same_base_integrate_one_after_another(tmp_path: Path) ->
         message = git(repo, "log", "-1", "--format=%B", commit)
         assert message.startswith(f"imm({task}): Make {task}\n")
         assert f"Immune-Brain-Batch: {stored.state.batch_id}" in message
-        assert git(repo, "log", "-1", "--format=%an <%ae>", commit).strip() == "Lane Author <lane@example.com>"
+        assert (
+            git(repo, "log", "-1", "--format=%an <%ae>", commit).strip()
+            == "Lane Author <lane@example.com>"
+        )
     assert git(repo, "show", "imm/init:c.txt") == "c\n"
 
 
@@ -66,7 +68,9 @@ def test_a_lane_commit_with_two_parents_is_refused_and_nothing_moves(tmp_path: P
     run_pass(repo)
     batch_id, base = lane_of(repo, "a")
     other = make_lane_commit(repo, base, "x", {"x.txt": "x"}, batch_id=batch_id)
-    merge = make_lane_commit(repo, base, "a", {"a.txt": "a\n"}, batch_id=batch_id, parents=[base, other])
+    merge = make_lane_commit(
+        repo, base, "a", {"a.txt": "a\n"}, batch_id=batch_id, parents=[base, other]
+    )
     publish(repo, "a", merge)
     run_pass(repo)
     assert states(repo) == {"a": "needs_human"}
@@ -98,7 +102,9 @@ def test_a_textual_conflict_parks_the_lane_naming_the_paths(tmp_path: Path) -> N
     assert git(repo, "show", "imm/init:shared.txt") == "from a\n"
 
 
-def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipped(tmp_path: Path) -> None:
+def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipped(
+    tmp_path: Path,
+) -> None:
     checks = {"a": file_check("a.txt", "a", absent="broken")}
     repo = make_project(tmp_path / "r", {"a": [], "b": [], "c": ["b"]},
                         scopes={"b": ["config.txt"]}, checks=checks)  # fmt: skip
@@ -140,7 +146,7 @@ def test_a_commit_pushed_on_top_of_the_batch_branch_is_adopted(tmp_path: Path) -
     work(repo, "a")
     run_pass(repo)
     head = head_of(repo, "imm/init")
-    batch_id, _ = lane_of(repo, "a")
+    _batch_id, _ = lane_of(repo, "a")
     foreign = make_lane_commit(repo, head, "someone", {"notes.txt": "hi\n"}, batch_id="other")
     git(repo, "update-ref", "refs/heads/imm/init", foreign, head)
     work(repo, "b")

@@ -29,7 +29,9 @@ def _race(repos: list[Path], remote: str | None) -> tuple[int, list[str]]:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(len(repos))
     results = context.Queue()
-    workers = [context.Process(target=_racer, args=(str(r), remote, barrier, results)) for r in repos]
+    workers = [
+        context.Process(target=_racer, args=(str(r), remote, barrier, results)) for r in repos
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -49,7 +51,13 @@ def _do_admitted_lanes(coordinator: Path, lane_repo: Path, remote: str | None) -
         if child.state is ChildState.LANE_ADMITTED:
             assert child.lane is not None
             if remote:
-                git(lane_repo, "fetch", "-q", remote, "+refs/heads/imm/init:refs/remotes/origin/imm/init")
+                git(
+                    lane_repo,
+                    "fetch",
+                    "-q",
+                    remote,
+                    "+refs/heads/imm/init:refs/remotes/origin/imm/init",
+                )
             commit = make_lane_commit(lane_repo, child.lane.base_head, child.task_id,
                                       {f"{child.task_id}.txt": f"{child.task_id}\n"},
                                       batch_id=stored.state.batch_id)  # fmt: skip

@@ -36,16 +36,27 @@ def _initial(graph: dict[str, list[str]]) -> BatchRunState:
     order = kahn_order(graph)
     closures = transitive_closures(order, graph)
     children = [
-        BatchChild(task_id=task, slice_id=f"s-{task}", blocked_by=closures[task], state=ChildState.PENDING,
-                   reason=None, commit=None, lane=None, qa_failures=0, attempts=0)  # fmt: skip
+        BatchChild(
+            task_id=task,
+            slice_id=f"s-{task}",
+            blocked_by=closures[task],
+            state=ChildState.PENDING,
+            reason=None,
+            commit=None,
+            lane=None,
+            qa_failures=0,
+            attempts=0,
+        )
         for task in order
     ]
     return BatchRunState(
         contract=STATE_CONTRACT, batch_id="batch-x-1", initiative_slug="x",
         carrier={"kind": "local", "path": "docs/initiatives/x.md"},  # type: ignore[arg-type]
         plan_digest="sha256:" + "0" * 64, base_ref="main", base_head=_oid("base"), branch="imm/x",
-        authorized_by="local:test", confirmation_time=NOW, budget=StateBudget(max_children=len(order), qa_failure_limit=2),
-        max_parallel=2, batch_state=BatchState.RUNNING, children=children, commits=[], adopted_heads=[],
+        authorized_by="local:test", confirmation_time=NOW,
+        budget=StateBudget(max_children=len(order), qa_failure_limit=2),
+        max_parallel=2, batch_state=BatchState.RUNNING, children=children, commits=[],
+        adopted_heads=[],
         created_at=NOW, updated_at=NOW,
     )  # fmt: skip
 
@@ -78,11 +89,16 @@ def _apply(state: BatchRunState, operation: str, task: str, step: int) -> BatchR
 
 
 def _valid(state: BatchRunState) -> BatchRunState:
-    return BatchRunState.model_validate_json(json.dumps(state.model_dump(mode="json", by_alias=True)))
+    return BatchRunState.model_validate_json(
+        json.dumps(state.model_dump(mode="json", by_alias=True))
+    )
 
 
 @settings(max_examples=300)
-@given(dags(max_tasks=6), st.lists(st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 5)), max_size=40))
+@given(
+    dags(max_tasks=6),
+    st.lists(st.tuples(st.sampled_from(OPERATIONS), st.integers(0, 5)), max_size=40),
+)
 def test_every_state_reached_by_any_transition_sequence_is_valid(
     graph: dict[str, list[str]], steps: list[tuple[str, int]]
 ) -> None:
@@ -125,7 +141,9 @@ def test_a_lane_lost_three_times_is_parked() -> None:
 
 
 def test_an_orphaned_lane_is_not_counted_as_an_attempt() -> None:
-    state = t.lane_orphaned(t.admit(_initial({"a": []}), "a", _oid("h"), "imm-lane/x/a", RUNNER), "a")
+    state = t.lane_orphaned(
+        t.admit(_initial({"a": []}), "a", _oid("h"), "imm-lane/x/a", RUNNER), "a"
+    )
     assert (state.children[0].state, state.children[0].attempts) == (ChildState.PENDING, 0)
 
 

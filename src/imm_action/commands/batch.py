@@ -14,10 +14,10 @@ from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.reconcile import PassPorts, PassRequest
 from imm_action.integrate.refs import LocalRefStore, RefStore, RemoteRefStore
+from imm_action.integrate.store import StateStore
 from imm_action.lanes.probe import LaneProbe, ProcessProbe
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
-from imm_action.integrate.store import StateStore
 from imm_action.model.state import BatchState, LocalRunner, Runner
 from imm_action.plan.project import ValidIntent
 from imm_action.verify.checks import ResultCache, Verifier
@@ -82,7 +82,10 @@ def pass_request(
 ) -> PassRequest:
     batch_repo.refs.refresh(slug)
     plan, intents = plan_initiative(
-        batch_repo.root, slug, batch_repo.config, settled=settled_tasks(StateStore(batch_repo.refs), slug)
+        batch_repo.root,
+        slug,
+        batch_repo.config,
+        settled=settled_tasks(StateStore(batch_repo.refs), slug),
     )
     base_ref, base_head = base_of(batch_repo)
     scopes = {
@@ -112,7 +115,9 @@ def settled_tasks(store: StateStore, slug: str) -> dict[str, str]:
     settled: dict[str, str] = {}
     for batch in store.batches_of(slug):
         if batch.state.batch_state is BatchState.COMPLETED:
-            settled.update((c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done)
+            settled.update(
+                (c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done
+            )
     return settled
 
 

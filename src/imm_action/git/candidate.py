@@ -77,7 +77,9 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
         author_date=lane.author_date,
         committer_date=lane.committer_date,
     )
-    lane_change, candidate_change = repo.change_identities([(lane_base, lane_commit), (head, commit)])
+    lane_change, candidate_change = repo.change_identities(
+        [(lane_base, lane_commit), (head, commit)]
+    )
     if lane_change != candidate_change:
         raise IntegrationRefused(
             CONFLICT,
@@ -92,6 +94,7 @@ def carries_trailer(message: str, batch_id: str) -> bool:
 
 def find_orphaned_integration(
     repo: GitRepo,
+    *,
     task_id: str,
     batch_id: str,
     start: str,

@@ -81,11 +81,12 @@ class _ObjectReader:
             return None
         with self._lock:
             process = self._start()
-            assert process.stdin is not None and process.stdout is not None
+            assert process.stdin is not None
+            assert process.stdout is not None
             process.stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
             process.stdin.flush()
             header = process.stdout.readline().decode()
-            if not header or header.endswith("missing\n") or header.endswith("ambiguous\n"):
+            if not header or header.endswith(("missing\n", "ambiguous\n")):
                 if not header:
                     self.close()
                     raise GitFatal(["cat-file", "--batch"], None, "cat-file ended unexpectedly")
@@ -102,7 +103,8 @@ class _ObjectReader:
     def close(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            assert process.stdin is not None and process.stdout is not None
+            assert process.stdin is not None
+            assert process.stdout is not None
             process.stdin.close()
             process.wait()
             process.stdout.close()
@@ -223,7 +225,16 @@ class GitRepo:
         """`change_identity` of several commit pairs in one `diff-tree --stdin` process."""
         stdin = "".join(f"{start} {end}\n" for start, end in pairs)
         raw = self.git.output(
-            ["diff-tree", "--stdin", "--always", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff"],
+            [
+                "diff-tree",
+                "--stdin",
+                "--always",
+                "-r",
+                "-z",
+                "--raw",
+                "--no-renames",
+                "--no-ext-diff",
+            ],
             input_text=stdin,
         )
         identities: list[dict[str, str]] = []
@@ -240,7 +251,9 @@ class GitRepo:
                 identities.append({})  # the header line that starts each pair's output
             index += 1
         if len(identities) != len(pairs):
-            raise GitFatal(["diff-tree", "--stdin"], 0, f"expected {len(pairs)} diffs, got {len(identities)}")
+            raise GitFatal(
+                ["diff-tree", "--stdin"], 0, f"expected {len(pairs)} diffs, got {len(identities)}"
+            )
         return identities
 
     # -- writing objects (never refs) ----------------------------------------------------

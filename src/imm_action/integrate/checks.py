@@ -17,6 +17,7 @@ from imm_action.verify.checks import Check
 
 def candidate_checks(
     repo: GitRepo,
+    *,
     candidate: str,
     task_id: str,
     lane_base: str,

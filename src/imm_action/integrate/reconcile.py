@@ -28,6 +28,7 @@ from imm_action.integrate.refs import RefStore, batch_branch, heads, lane_branch
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.probe import LaneProbe, RunnerStatus
+from imm_action.model.outcome import LaneOutcome
 from imm_action.model.plan import BatchPlan
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import (
@@ -276,9 +277,14 @@ class _Pass:
             if not child.state.in_flight or child.lane is None or child.lane.lane_commit is None:
                 continue
             found = find_orphaned_integration(
-                self.repo, child.task_id, state.batch_id, expected, head,
-                child.lane.base_head, child.lane.lane_commit,
-            )  # fmt: skip
+                self.repo,
+                task_id=child.task_id,
+                batch_id=state.batch_id,
+                start=expected,
+                end=head,
+                lane_base=child.lane.base_head,
+                lane_commit=child.lane.lane_commit,
+            )
             if found is not None:
                 self.ports.log(
                     f"recording {child.task_id}, integrated as {found[:12]} before a crash"
@@ -298,8 +304,7 @@ class _Pass:
             commit = refs[lane_outcome_ref(state.batch_id, child.task_id)]
             outcome = read_outcome(self.repo, commit) if commit else None
             if outcome is not None and outcome.attempt == child.attempts:
-                state = self._take_outcome(state, child, outcome.state, outcome.reason,
-                                           outcome.lane_commit, outcome.qa_failures)  # fmt: skip
+                state = self._take_outcome(state, child, outcome)
                 continue
             assert child.lane is not None
             match self.ports.probe.status(child.lane.runner):
@@ -317,17 +322,19 @@ class _Pass:
         return state
 
     def _take_outcome(
-        self, state: BatchRunState, child: BatchChild, verdict: str, reason: str | None,
-        lane_commit: str | None, qa_failures: int,
-    ) -> BatchRunState:  # fmt: skip
+        self, state: BatchRunState, child: BatchChild, outcome: LaneOutcome
+    ) -> BatchRunState:
         assert child.lane is not None
-        if verdict != "settled" or lane_commit is None:
-            return t.park(state, child.task_id, reason or "the lane needs a person", qa_failures)
+        lane_commit, qa_failures = outcome.lane_commit, outcome.qa_failures
+        if outcome.state != "settled" or lane_commit is None:
+            reason = outcome.reason or "the lane needs a person"
+            return t.park(state, child.task_id, reason, qa_failures)
         parents = self.repo.commit(lane_commit).parents if self.repo.resolve(lane_commit) else ()
         if parents != (child.lane.base_head,):
             why = (
                 f"{LINEAGE_BROKEN}: lane commit {lane_commit} has parents "
-                f"{', '.join(parents) or 'none'}, expected only the lane base {child.lane.base_head}"
+                f"{', '.join(parents) or 'none'}, expected only the lane base "
+                f"{child.lane.base_head}"
             )
             return t.park(state, child.task_id, why, qa_failures)
         return t.lane_committed(state, child.task_id, lane_commit, qa_failures)
@@ -365,7 +372,8 @@ class _Pass:
                 break  # built on a candidate that did not land: rebuild next round
             failed = [r.check_id for r in results if not r.passed]
             if failed:
-                why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {entry.candidate.commit}"
+                candidate = entry.candidate.commit
+                why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {candidate}"
                 state = t.park(state, entry.task_id, why)
                 stored = self._persist(stored, state, self._verdict(state))
                 return stored, state, head, True
@@ -385,18 +393,19 @@ class _Pass:
         chain: list[_ChainEntry] = []
         tip = head
         for child in ready:
-            assert child.lane is not None and child.lane.lane_commit is not None
+            assert child.lane is not None
+            assert child.lane.lane_commit is not None
             try:
                 candidate = build_candidate(
                     self.repo, tip, child.lane.base_head, child.lane.lane_commit
                 )
                 checks = candidate_checks(
                     self.repo,
-                    candidate.commit,
-                    child.task_id,
-                    child.lane.base_head,
-                    tip,
-                    task_of_commit,
+                    candidate=candidate.commit,
+                    task_id=child.task_id,
+                    lane_base=child.lane.base_head,
+                    head=tip,
+                    task_of_commit=task_of_commit,
                 )
             except IntegrationRefused as refusal:
                 chain.append(_ChainEntry(child.task_id, None, (), refusal))

@@ -146,6 +146,7 @@ def _prepare_failed(check: Check, prepared: CheckResult) -> CheckResult:
         update={
             "check_id": check.check_id,
             "passed": False,
-            "error": f"the environment's prepare step failed: {prepared.error or prepared.exit_code}",
+            "error": "the environment's prepare step failed: "
+            f"{prepared.error or prepared.exit_code}",
         }
     )

@@ -8,6 +8,7 @@ as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shutil
@@ -146,10 +147,8 @@ def _collect(
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _refused(check_id: str, why: str) -> CheckResult:
