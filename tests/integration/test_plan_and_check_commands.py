@@ -11,16 +11,12 @@ from typing import Any
 
 import pytest
 
-from imm_action.cli import main
-from tests.conftest import descriptor, git, initiative_files, intent, make_repo, snapshot
+from tests.conftest import descriptor, git, initiative_files, intent, make_repo, run_cli, snapshot
 
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+_run = run_cli
 
 
 @pytest.fixture

@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.cli import main
 from tests.batch_helpers import make_project, publish, work
-from tests.conftest import snapshot
+from tests.conftest import run_cli, snapshot
 
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+_run = run_cli
 
 
 def test_reconcile_then_status_reports_the_batch_as_json(
