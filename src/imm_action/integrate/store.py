@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -127,9 +128,6 @@ def _revalidate(state: BatchRunState) -> BatchRunState:
 
 
 def _git_date(timestamp: str) -> str:
-    from datetime import datetime
-
-    moment = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ")
-    from datetime import UTC
-
-    return f"{int(moment.replace(tzinfo=UTC).timestamp())} +0000"
+    """`2026-12-02T10:00:00.000Z` -> git's raw `1796205600 +0000`."""
+    moment = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return f"{int(moment.timestamp())} +0000"
