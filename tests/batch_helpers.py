@@ -84,7 +84,7 @@ def run_pass(
 
 def current(repo: Path, slug: str = "init", remote: str | None = None) -> StoredBatch:
     batch_repo = open_local(repo, remote)
-    batch_repo.refs.refresh(slug)
+    batch_repo.refs.refresh()
     stored = StateStore(batch_repo.refs).batches_of(slug)
     assert stored, "no batch"
     return stored[-1]
@@ -141,7 +141,7 @@ def publish(
     remote: str | None = None,
 ) -> None:
     batch_repo = open_local(repo, remote)
-    batch_repo.refs.refresh(slug)
+    batch_repo.refs.refresh()
     stored = current(repo, slug, remote)
     child = next(c for c in stored.state.children if c.task_id == task_id)
     outcome = LaneOutcome(

@@ -15,9 +15,13 @@ import traceback
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imm_action import __version__
 from imm_action.commands.io import CommandIO
+
+if TYPE_CHECKING:
+    from imm_action.commands.retry import DecisionArgs
 from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
@@ -75,6 +79,50 @@ def _status(ns: argparse.Namespace, io: CommandIO) -> int:
     )
 
 
+def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import lane
+
+    args = lane.LaneArgs(
+        ns.batch_id, ns.task, Path(ns.repo), ns.remote, ns.executor,
+        Path(ns.log) if ns.log else None, dict(os.environ),
+    )  # fmt: skip
+    return lane.run(args, io)
+
+
+def _run(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import run
+
+    args = run.RunArgs(
+        ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json, dict(os.environ)
+    )
+    return run.run(args, io)
+
+
+def _retry(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import retry
+
+    return retry.run(_decision_args(ns), ns.task_id, io)
+
+
+def _cancel(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import cancel
+
+    return cancel.run(_decision_args(ns), io)
+
+
+def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
+    from imm_action.commands.retry import DecisionArgs
+
+    return DecisionArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""))
+
+
+def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import demo
+
+    directory = Path(ns.dir) if ns.dir else None
+    return demo.run(demo.DemoArgs(directory, dict(os.environ)), io)
+
+
 def _add_batch_options(parser: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
     parser.add_argument("--repo", default=".", help="repository path (default: .)")
     parser.add_argument("--batch-id", default=None, metavar="ID", help="a specific batch")
@@ -111,6 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=_check)
 
+    _add_batch_commands(sub)
+
+    demo = sub.add_parser("demo", help="create a demo repository and run a real batch on it")
+    demo.add_argument("--dir", default=None, metavar="P", help="where (default: a new temp dir)")
+    demo.set_defaults(handler=_demo)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
+    schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))
+    schema.add_argument("--write", metavar="DIR", help="write every schema into DIR instead")
+    schema.set_defaults(handler=_schema)
+    return parser
+
+
+def _add_batch_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rec = sub.add_parser(
         "reconcile", help="run one reconcile pass: observe, integrate, admit, report"
     )
@@ -124,11 +186,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_batch_options(status, ("text", "json", "markdown"))
     status.set_defaults(handler=_status)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
-    schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))
-    schema.add_argument("--write", metavar="DIR", help="write every schema into DIR instead")
-    schema.set_defaults(handler=_schema)
-    return parser
+    run = sub.add_parser("run", help="run a batch here: worktree lanes, live progress")
+    run.add_argument("slug")
+    run.add_argument("--repo", default=".", help="repository path (default: .)")
+    run.add_argument("--max-parallel", type=_positive_int, default=None, metavar="N")
+    run.add_argument("--executor", default=None, metavar="CMD", help="the command doing each task")
+    run.add_argument("--batch-id", default=None, metavar="ID", help="resume exactly this batch")
+    run.add_argument("--json", action="store_true", help="print the final report as JSON")
+    run.set_defaults(handler=_run)
+
+    lane = sub.add_parser("lane", help="run one admitted lane and publish its outcome")
+    lane.add_argument("--batch-id", required=True, metavar="ID")
+    lane.add_argument("--task", required=True, metavar="TASK")
+    lane.add_argument("--repo", default=".", help="repository path (default: .)")
+    lane.add_argument("--remote", default=None, metavar="NAME")
+    lane.add_argument("--executor", default=None, metavar="CMD")
+    lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
+    lane.set_defaults(handler=_lane)
+
+    retry = sub.add_parser(
+        "retry", help="send a parked task and its skipped dependents back to pending"
+    )
+    retry.add_argument("slug")
+    retry.add_argument("task_id")
+    _add_batch_options(retry, ("text",))
+    retry.set_defaults(handler=_retry)
+
+    cancel = sub.add_parser("cancel", help="cancel the active batch; running lanes stop")
+    cancel.add_argument("slug")
+    _add_batch_options(cancel, ("text",))
+    cancel.set_defaults(handler=_cancel)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

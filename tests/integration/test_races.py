@@ -83,7 +83,7 @@ class StateStoreCount:
         from tests.batch_helpers import open_local
 
         batch_repo = open_local(repo, remote)
-        batch_repo.refs.refresh("init")
+        batch_repo.refs.refresh()
         return list(StateStore(batch_repo.refs).all_batches())
 
 

@@ -80,7 +80,7 @@ def pass_request(
     authorized_by: str | None = None,
     start: bool = True,
 ) -> PassRequest:
-    batch_repo.refs.refresh(slug)
+    batch_repo.refs.refresh()
     plan, intents = plan_initiative(
         batch_repo.root,
         slug,

@@ -26,8 +26,7 @@ class StatusArgs:
 
 def run(args: StatusArgs, io: CommandIO) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote)
-    if args.slug:
-        batch_repo.refs.refresh(args.slug)
+    batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
     assert stored.report is not None
     print_report(stored.report, stored.state, args.format, io)

@@ -369,3 +369,29 @@ class GitRepo:
             self.git.run(["read-tree", tree], env=env)
             prefix = str(destination).rstrip("/") + "/"
             self.git.run(["checkout-index", "-a", "-f", f"--prefix={prefix}"], env=env)
+
+    # -- worktrees (lanes) ----------------------------------------------------------------
+    def add_worktree(self, path: Path, commit: str) -> None:
+        """A detached worktree at `commit`: lanes never touch the user's checkout or branch."""
+        self.git.run(["worktree", "prune"])
+        self.git.run(["worktree", "add", "--quiet", "--detach", "--force", str(path), commit])
+
+    def remove_worktree(self, path: Path) -> None:
+        self.git.run(["worktree", "remove", "--force", str(path)], ok_codes=(0, 128))
+        self.git.run(["worktree", "prune"])
+
+    def snapshot_worktree(self, worktree: Path) -> tuple[str, str]:
+        """Stage everything in a worktree (its own index; ignored files stay out) and return
+        (tree id, HEAD commit) — the lane's work as it stands."""
+        runner = GitRunner(worktree)
+        runner.run(["add", "-A"])
+        tree = runner.output(["write-tree"]).strip()
+        head = runner.output(["rev-parse", "HEAD"]).strip()
+        return tree, head
+
+    def changed_paths(self, start: str, end: str) -> list[str]:
+        """Paths that differ between two tree-ishes."""
+        listing = self.git.output(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", start, end]
+        )
+        return sorted(path for path in listing.split("\0") if path)

@@ -64,6 +64,8 @@ class PassRequest:
     start: bool = True  # may this pass start a new batch?
     barrier_globs: tuple[str, ...] = ()
     runner_for: Callable[[str], Runner] | None = None
+    # A person's decision applied to the loaded state first (`imm retry`, `imm cancel`).
+    mutate: Callable[[BatchRunState], BatchRunState] | None = None
 
 
 @dataclass
@@ -91,7 +93,7 @@ def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
     """One pass, re-run from scratch whenever another writer moved a ref first."""
     results = ResultCache()  # survives lost races: a check already run is not run again
     for lost in range(MAX_LOST_RACES):
-        ports.refs.refresh(request.slug)
+        ports.refs.refresh()
         try:
             outcome = _Pass(request, ports, results, lost).run()
         except GitConflict as race:
@@ -129,8 +131,14 @@ class _Pass:
         for entry in stored.cache.entries:
             self.results.put(entry.tree, entry.descriptor_digest, entry.result)
         state = stored.state
+        if self.request.mutate is not None:
+            if state.batch_state.is_terminal:
+                raise UsageError(
+                    f"batch {state.batch_id} is {state.batch_state}; nothing to change"
+                )
+            state = self.request.mutate(state)
         if state.batch_state.is_terminal:
-            return _Outcome(stored)
+            return _Outcome(self._persist(stored, state, decide(state, [])))
         if state.plan_digest != self.request.plan.plan_digest:
             changed = state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN})
             return _Outcome(self._persist(stored, changed, plan_changed_verdict(changed)))

@@ -37,7 +37,7 @@ class RefStore(Protocol):
 
     repo: GitRepo
 
-    def refresh(self, slug: str) -> None: ...
+    def refresh(self) -> None: ...
 
     def read(self, names: Iterable[str]) -> dict[str, str | None]: ...
 
@@ -52,7 +52,7 @@ class LocalRefStore:
     def __init__(self, repo: GitRepo) -> None:
         self.repo = repo
 
-    def refresh(self, slug: str) -> None:
+    def refresh(self) -> None:
         return None
 
     def read(self, names: Iterable[str]) -> dict[str, str | None]:
@@ -76,7 +76,7 @@ class RemoteRefStore:
         self.repo = repo
         self.remote = remote
 
-    def refresh(self, slug: str) -> None:
+    def refresh(self) -> None:
         # Patterns, not names: a branch that does not exist yet must not fail the fetch.
         self.repo.git.run(
             [

@@ -34,6 +34,31 @@ class ProcessProbe:
         raise AssertionError(runner)
 
 
+class CoordinatorProbe:
+    """Local lanes under `imm run`: the runner's pid is the coordinator that owns the lane.
+
+    Our own lanes are finished when we saw their process exit without an outcome. A lane owned
+    by another coordinator that is gone was orphaned by its death: started again, not counted
+    as an attempt."""
+
+    def __init__(self, own_pid: int, exited: set[str]) -> None:
+        self._own_pid = own_pid
+        self._exited = exited
+
+    def status(self, runner: Runner) -> RunnerStatus:
+        match runner:
+            case LocalRunner(pid=None):
+                return RunnerStatus.RUNNING
+            case LocalRunner(pid=pid, path=path) if pid == self._own_pid:
+                return RunnerStatus.FINISHED if path in self._exited else RunnerStatus.RUNNING
+            case LocalRunner(pid=pid):
+                assert pid is not None
+                return RunnerStatus.RUNNING if _alive(pid) else RunnerStatus.ORPHANED
+            case GithubRunner():
+                return RunnerStatus.RUNNING
+        raise AssertionError(runner)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -1,0 +1,11 @@
+"""`imm cancel <slug>`: the batch becomes cancelled; a running `imm run` stops its lanes."""
+
+from __future__ import annotations
+
+from imm_action.commands.io import CommandIO
+from imm_action.commands.retry import DecisionArgs, apply_decision
+from imm_action.integrate import transitions
+
+
+def run(args: DecisionArgs, io: CommandIO) -> int:
+    return apply_decision(args, transitions.cancel, io)

@@ -1,0 +1,1 @@
+"""`imm demo`: a real batch on a generated repository, run by the embedded local runner."""

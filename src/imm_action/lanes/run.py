@@ -1,0 +1,267 @@
+"""One lane from lane base to published outcome (SPEC §5.1).
+
+Checkout of the lane base in a private worktree, optional `lane_setup`, a prompt rendered from
+the intent, the executor run without any token, the scope and emptiness checks, the task's
+descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one lane commit
+on the lane base — and its outcome published with the lane branch in one CAS. A lane that fails
+publishes its outcome too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+from imm_action.git.candidate import BATCH_TRAILER
+from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
+from imm_action.integrate.refs import RefStore
+from imm_action.lanes.outcome import publish_outcome
+from imm_action.lanes.prompt import render_prompt
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.intent import TaskIntent
+from imm_action.model.outcome import OUTCOME_CONTRACT, CheckResult, LaneOutcome
+from imm_action.plan.glob import outside_scope
+from imm_action.plan.project import intent_path
+from imm_action.verify.checks import Check, Verifier
+
+REASON_EMPTY = "lane_empty"
+REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
+REASON_QA_LIMIT = "QA failure limit reached"
+
+# Never handed to an executor or a setup step (SPEC §8): tokens stay with imm.
+_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+_GIT_PLUMBING = ("ACTIONS_", "GIT_CONFIG", "GIT_INDEX_FILE", "GIT_DIR", "GIT_WORK_TREE")
+
+
+@dataclass(frozen=True)
+class LaneSpec:
+    """Everything a lane needs to know, read from the batch state by the caller."""
+
+    slug: str
+    batch_id: str
+    task_id: str
+    slice_id: str
+    base_head: str
+    attempt: int
+    qa_failure_limit: int
+    executor: str
+    lane_setup: str | None = None
+    timeout_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class LaneResult:
+    outcome: LaneOutcome
+    outcome_commit: str
+
+
+def lane_environment(parent: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment less anything that looks like a credential, plus IMM_*."""
+    kept = {
+        key: value
+        for key, value in parent.items()
+        if not any(marker in key.upper() for marker in _SECRET_MARKERS)
+        and not key.startswith(_GIT_PLUMBING)
+    }
+    kept.update(extra)
+    return kept
+
+
+def run_lane(
+    spec: LaneSpec,
+    refs: RefStore,
+    verifier: Verifier,
+    *,
+    environment: Mapping[str, str],
+    log: TextIO,
+    git_date: Callable[[], str],
+) -> LaneResult:
+    repo = refs.repo
+    with tempfile.TemporaryDirectory(prefix=f"imm-lane-{spec.task_id}-") as scratch:
+        worktree = Path(scratch) / "work"
+        repo.add_worktree(worktree, spec.base_head)
+        try:
+            lane = _Lane(spec, repo, worktree, Path(scratch) / "prompt.md", verifier, log, git_date)
+            outcome = lane.work(environment)
+        finally:
+            repo.remove_worktree(worktree)
+    commit = publish_outcome(refs, spec.slug, outcome, git_date())
+    return LaneResult(outcome, commit)
+
+
+@dataclass
+class _Lane:
+    spec: LaneSpec
+    repo: GitRepo
+    worktree: Path
+    prompt: Path
+    verifier: Verifier
+    log: TextIO
+    git_date: Callable[[], str]
+
+    def work(self, environment: Mapping[str, str]) -> LaneOutcome:
+        spec = self.spec
+        text = self.repo.read_file(spec.base_head, intent_path(spec.task_id))
+        if text is None:
+            missing = f"invalid_intent: {intent_path(spec.task_id)} is missing at the lane base"
+            return self._needs_human(missing, 0, [])
+        intent = TaskIntent.model_validate_json(text)
+        checks = [
+            Check(f"{spec.task_id}:{item.id}", parse_descriptor(item.verification))
+            for item in intent.acceptance
+        ]
+        env = lane_environment(environment, _imm_variables(spec, self.prompt))
+        if spec.lane_setup:
+            code = self._step("lane_setup", spec.lane_setup, env)
+            if code != 0:
+                return self._needs_human(f"lane_setup failed (exit {code})", 0, [])
+        return self._attempts(intent, checks, env)
+
+    def _attempts(
+        self, intent: TaskIntent, checks: list[Check], env: dict[str, str]
+    ) -> LaneOutcome:
+        """Executor, scope and emptiness checks, descriptors; again with the findings until the
+        checks pass or the QA failure limit is reached."""
+        spec = self.spec
+        findings: list[CheckResult] = []
+        qa_failures = 0
+        while True:
+            prompt = render_prompt(intent, spec.attempt, qa_failures + 1, findings)
+            self.prompt.write_text(prompt, encoding="utf-8")
+            env["IMM_ATTEMPT"] = str(qa_failures + 1)
+            code = self._step("executor", spec.executor, env)
+            if code != 0:
+                return self._needs_human(f"executor exited with {code}", qa_failures, findings)
+            tree, head = self.repo.snapshot_worktree(self.worktree)
+            changed = self.repo.changed_paths(spec.base_head, tree)
+            if not changed:
+                empty = f"{REASON_EMPTY}: the executor changed nothing"
+                return self._needs_human(empty, qa_failures, findings)
+            outside = outside_scope(intent.scope_hint, changed)
+            if outside:
+                dirty = f"{REASON_OUTSIDE_SCOPE}: {', '.join(outside)}"
+                return self._needs_human(dirty, qa_failures, findings)
+            results = self.verifier.verify(tree, checks)
+            for result in results:
+                verdict = "passed" if result.passed else "FAILED"
+                print(f"imm: check {result.check_id}: {verdict}", file=self.log, flush=True)
+            failed = [result for result in results if not result.passed]
+            if not failed:
+                return self._commit(intent, tree, head, qa_failures, findings)
+            qa_failures += 1
+            findings = failed
+            if qa_failures >= spec.qa_failure_limit:
+                return self._needs_human(REASON_QA_LIMIT, qa_failures, findings)
+
+    def _commit(
+        self,
+        intent: TaskIntent,
+        tree: str,
+        head: str,
+        qa_failures: int,
+        findings: list[CheckResult],
+    ) -> LaneOutcome:
+        """The one lane commit: its only parent is the lane base."""
+        spec = self.spec
+        now = self.git_date()
+        author, author_date = _author(self.repo, spec.base_head, head, now)
+        message = f"imm({spec.task_id}): {intent.subject}\n\n{BATCH_TRAILER}: {spec.batch_id}\n"
+        lane_commit = self.repo.commit_tree(
+            tree,
+            [spec.base_head],
+            message,
+            author=author,
+            author_date=author_date,
+            committer_date=now,
+        )
+        print(f"imm: lane commit {lane_commit}", file=self.log, flush=True)
+        return _outcome(spec, "settled", None, qa_failures, findings, lane_commit)
+
+    def _step(self, name: str, command: str, env: Mapping[str, str]) -> int:
+        """Run a configured command (argv from shlex, never a shell) in its own process group."""
+        argv = shlex.split(command)
+        if not argv:
+            return 127
+        print(f"imm: {name}: {shlex.join(argv)}", file=self.log, flush=True)
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=self.worktree,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: ending it ends all it started
+            )
+        except OSError as error:
+            print(f"imm: {name} could not start: {error}", file=self.log, flush=True)
+            return 127
+        try:
+            return process.wait(timeout=self.spec.timeout_s)
+        except subprocess.TimeoutExpired:
+            print(
+                f"imm: {name} timed out after {self.spec.timeout_s:.0f} s",
+                file=self.log,
+                flush=True,
+            )
+            return 124
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def _needs_human(
+        self, reason: str, qa_failures: int, findings: Sequence[CheckResult]
+    ) -> LaneOutcome:
+        print(f"imm: lane needs a person: {reason}", file=self.log, flush=True)
+        return _outcome(self.spec, "needs_human", reason, qa_failures, findings, None)
+
+
+def _author(repo: GitRepo, base: str, head: str, now: str) -> tuple[Identity, str]:
+    """The executor's identity when it committed its work, else imm's own."""
+    if head != base:
+        info = repo.commit(head)
+        return info.author, info.author_date
+    return IMM_IDENTITY, now
+
+
+def _imm_variables(spec: LaneSpec, prompt: Path) -> dict[str, str]:
+    return {
+        "IMM_BATCH_ID": spec.batch_id,
+        "IMM_INITIATIVE": spec.slug,
+        "IMM_TASK_ID": spec.task_id,
+        "IMM_SLICE_ID": spec.slice_id,
+        "IMM_INTENT_PATH": intent_path(spec.task_id),
+        "IMM_PROMPT_FILE": str(prompt),
+        "IMM_ATTEMPT": "1",
+        "IMM_BASE_HEAD": spec.base_head,
+    }
+
+
+def _outcome(  # noqa: PLR0917 - the outcome's own fields, in its order
+    spec: LaneSpec,
+    state: Literal["settled", "needs_human"],
+    reason: str | None,
+    qa_failures: int,
+    findings: Sequence[CheckResult],
+    lane_commit: str | None,
+) -> LaneOutcome:
+    return LaneOutcome(
+        contract=OUTCOME_CONTRACT,
+        batch_id=spec.batch_id,
+        task_id=spec.task_id,
+        attempt=spec.attempt,
+        state=state,
+        reason=reason,
+        qa_failures=qa_failures,
+        findings=list(findings),
+        lane_commit=lane_commit,
+    )

@@ -1,0 +1,62 @@
+"""The live view of `imm run`: tasks by state, running lanes with elapsed time, log paths.
+A rich live table on a terminal; plain event lines otherwise (CI logs, pipes)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from imm_action.local.coordinator import CoordinatorView
+
+
+class PlainProgress:
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._printed = 0
+
+    def __call__(self, view: CoordinatorView) -> None:
+        for line in view.events[self._printed :]:
+            print(f"imm: {line}", file=self._stream, flush=True)
+        self._printed = len(view.events)
+
+    def close(self) -> None:
+        return None
+
+
+class LiveProgress:
+    def __init__(self, stream: TextIO) -> None:
+        self._live = Live(console=Console(file=stream), refresh_per_second=8, transient=False)
+        self._live.start()
+        self._last = 0.0
+
+    def __call__(self, view: CoordinatorView) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1:
+            return
+        self._last = now
+        self._live.update(render(view))
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def render(view: CoordinatorView) -> Group:
+    parts: list[Table | Text] = []
+    if view.state is not None:
+        counts = Counter(str(child.state) for child in view.state.children)
+        summary = " · ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+        parts.append(
+            Text(f"{view.state.batch_id}: {view.state.batch_state} — {summary}", style="bold")
+        )
+    table = Table("lane", "elapsed", "log", box=None)
+    for lane in view.running.values():
+        table.add_row(lane.task_id, f"{time.monotonic() - lane.started:5.1f}s", str(lane.log))
+    parts.append(table)
+    parts.extend(Text(line, style="dim") for line in view.events[-5:])
+    return Group(*parts)
