@@ -16,10 +16,12 @@ from pathlib import Path
 
 from imm_action.commands.batch import BatchRepo, pass_ports, pass_request
 from imm_action.integrate.reconcile import PassResult, reconcile
+from imm_action.integrate.refs import batch_state_ref
 from imm_action.lanes.probe import CoordinatorProbe
 from imm_action.model.state import BatchRunState, ChildState, LocalRunner, Runner
 
 POLL_S = 0.05
+STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Coordinator:
         self.view = CoordinatorView()
         self.exited: set[str] = set()
         self.run_id = uuid.uuid4().hex[:8]
+        self.state_commit: str | None = None
         common = batch_repo.repo.git.output(["rev-parse", "--git-common-dir"]).strip()
         self.log_dir = (batch_repo.root / common).resolve() / "imm" / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -100,6 +103,7 @@ class Coordinator:
             probe=CoordinatorProbe(os.getpid(), self.exited),
         )
         result = reconcile(request, ports)
+        self.state_commit = result.stored.commit
         self.options = replace(self.options, batch_id=result.stored.state.batch_id)
         self.view.state = result.stored.state
         self.on_change(self.view)
@@ -135,6 +139,8 @@ class Coordinator:
         self._event(f"lane {task_id} started (log: {log})")
 
     def _wait_for_a_lane(self) -> None:
+        """Until a lane ends, or someone else wrote the batch state (e.g. `imm cancel`)."""
+        next_look = time.monotonic() + STATE_POLL_S
         while True:
             finished = [
                 lane for lane in self.view.running.values() if lane.process.poll() is not None
@@ -148,8 +154,16 @@ class Coordinator:
                         f"lane {lane.task_id} ended ({'ok' if code == 0 else f'exit {code}'})"
                     )
                 return
+            if time.monotonic() >= next_look:
+                if self._state_moved():
+                    return
+                next_look = time.monotonic() + STATE_POLL_S
             self.on_change(self.view)
             time.sleep(POLL_S)
+
+    def _state_moved(self) -> bool:
+        ref = batch_state_ref(self.options.batch_id or "")
+        return self.batch_repo.refs.read([ref])[ref] != self.state_commit
 
     def _stop_all(self) -> None:
         for lane in self.view.running.values():

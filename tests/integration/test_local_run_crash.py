@@ -1,0 +1,92 @@
+"""`imm run` killed with SIGKILL (its whole process group) at random moments, then run again:
+every task lands exactly once, the tree is the uninterrupted run's, and lanes orphaned by the
+dead coordinator are not counted as attempts."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, make_project
+from tests.conftest import git
+from tests.integration.test_local_run import imm_run_argv
+
+TASKS = {"a": [], "b": [], "c": ["a"], "d": ["b"], "e": ["c", "d"]}
+
+
+def _start(repo: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        imm_run_argv(repo),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def _tree(repo: Path) -> str:
+    return git(repo, "rev-parse", "imm/init^{tree}").strip()
+
+
+@pytest.mark.slow
+def test_killing_imm_run_at_random_moments_loses_and_doubles_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps(dict.fromkeys(TASKS, "sleep:0.3")))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    clean = make_project(tmp_path / "clean", TASKS)
+    assert _start(clean).wait(120) == 0
+    expected = _tree(clean)
+
+    repo = make_project(tmp_path / "killed", TASKS)
+    moments = random.Random(20261202)
+    kills = 0
+    for _ in range(8):
+        process = _start(repo)
+        time.sleep(moments.uniform(0.2, 1.2))
+        if process.poll() is not None:
+            break
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        kills += 1
+    assert kills >= 3
+    assert _start(repo).wait(120) == 0
+
+    stored = current(repo)
+    assert stored.state.batch_state == "completed"
+    assert _tree(repo) == expected
+    subjects = git(repo, "log", "--format=%s", "imm/init").splitlines()
+    for task in TASKS:
+        assert sum(s.startswith(f"imm({task}):") for s in subjects) == 1
+    assert [c.attempts for c in stored.state.children] == [0] * len(TASKS)
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps(dict.fromkeys(TASKS, "sleep:1.5")))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    repo = make_project(tmp_path / "r", TASKS)
+    process = subprocess.Popen(
+        imm_run_argv(repo),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
+    )  # fmt: skip
+    time.sleep(1.5)
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "run `imm run` again to resume" in err
+    assert (
+        not git(repo, "worktree", "list", "--porcelain").count("worktree ") > 1
+    )  # lanes cleaned up
+    assert _start(repo).wait(120) == 0
+    stored = current(repo)
+    assert stored.state.batch_state == "completed"
+    assert [c.attempts for c in stored.state.children] == [0] * len(TASKS)

@@ -1,0 +1,45 @@
+"""A test executor: does for each task what the behaviour file says.
+
+Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
+(crashes until the file named by IMM_TEST_FIX exists). With IMM_TEST_TIMELINE set, it records
+when it ran, for proving which lanes overlapped."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    task = os.environ["IMM_TASK_ID"]
+    attempt = int(os.environ["IMM_ATTEMPT"])
+    behaviours = json.loads(Path(os.environ["IMM_TEST_BEHAVIOUR"]).read_text())
+    behaviour = behaviours.get(task, "ok")
+    timeline = os.environ.get("IMM_TEST_TIMELINE")
+    started = time.time()
+    if behaviour.startswith("sleep:"):
+        time.sleep(float(behaviour.split(":")[1]))
+    if behaviour == "crash" or (
+        behaviour == "needs_fix" and not Path(os.environ["IMM_TEST_FIX"]).exists()
+    ):
+        return 3
+    if behaviour != "empty":
+        right = behaviour not in ("always_wrong",) and not (
+            behaviour == "fail_once" and attempt == 1
+        )
+        target = Path(behaviours.get(f"{task}.file", f"{task}.txt"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"{task}\n" if right else "wrong\n")
+    if behaviour == "outside":
+        Path("other.txt").write_text("not mine\n")
+    if timeline:
+        with open(Path(timeline) / f"{task}.{attempt}", "w") as out:
+            out.write(f"{started} {time.time()}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
