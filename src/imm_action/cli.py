@@ -224,19 +224,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(100_000, 50, 1000)
     parser = build_parser()
     ns = parser.parse_args(argv)
-    io = CommandIO(out=sys.stdout, err=sys.stderr)
     handler: Handler = ns.handler
+    return run_guarded(ns.command, lambda io: handler(ns, io), CommandIO(sys.stdout, sys.stderr))
+
+
+def run_guarded(command: str, body: Callable[[CommandIO], int], io: CommandIO) -> int:
+    """The one top-level handler: expected errors, Ctrl-C and crashes become exit codes."""
     try:
-        return handler(ns, io)
+        return body(io)
     except ImmError as error:
-        io.warn(f"imm {ns.command}: {error}" if "\n" not in str(error) else str(error))
+        io.warn(f"imm {command}: {error}" if "\n" not in str(error) else str(error))
         return error.exit_code
     except KeyboardInterrupt:
-        io.warn(f"imm {ns.command}: interrupted")
+        io.warn(f"imm {command}: interrupted")
         return EXIT_INTERRUPTED
-    except Exception as error:
-        log = _write_crash_log(ns.command)
-        io.warn(f"imm {ns.command}: unexpected error: {error!r}; details in {log}")
+    except Exception as error:  # the one place an unexpected error is reported, with a log
+        log = _write_crash_log(command)
+        io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
         return EXIT_UNEXPECTED
 
 

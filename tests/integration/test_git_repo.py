@@ -52,3 +52,22 @@ def test_reading_a_missing_file_or_object_gives_none(tmp_path: Path) -> None:
     assert reader.read_file("HEAD", "missing.txt") is None
     assert reader.resolve("no-such-ref") is None
     reader.close()
+
+
+def test_blobs_and_trees_written_directly_are_gits_own(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    files = {"state.json": "{}\n", "report.json": '{"ü": 1}\n', "b.json": ""}
+    ours = GitRepo(repo).write_tree(files)
+    entries = ""
+    for name in sorted(files):
+        hashed = subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=files[name],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        blob = hashed.stdout.strip()
+        entries += f"100644 blob {blob}\t{name}\n"
+    theirs = subprocess.run(["git", "mktree"], cwd=repo, input=entries, capture_output=True,
+                            text=True, check=True).stdout.strip()  # fmt: skip
+    assert ours == theirs
+    assert git(repo, "cat-file", "-p", f"{ours}:report.json") == '{"ü": 1}\n'
+    git(repo, "fsck", "--strict", "--no-dangling")

@@ -331,10 +331,22 @@ class GitRepo:
         return oid
 
     def write_blob(self, text: str) -> str:
+        if self._loose_objects() is not None:
+            return self._write_loose("blob", text.encode("utf-8"))
         return self.git.output(["hash-object", "-w", "--stdin"], input_text=text).strip()
 
     def write_tree(self, files: Mapping[str, str]) -> str:
         """A flat tree of text files (name -> content)."""
+        if self._loose_objects() is not None:
+            # Tree entries of plain files sort by name bytes: `<mode> <name>\0<binary id>`.
+            body = b"".join(
+                b"100644 "
+                + name.encode("utf-8")
+                + b"\0"
+                + bytes.fromhex(self.write_blob(files[name]))
+                for name in sorted(files, key=lambda name: name.encode("utf-8"))
+            )
+            return self._write_loose("tree", body)
         entries = "".join(
             f"100644 blob {self.write_blob(content)}\t{name}\n"
             for name, content in sorted(files.items())
@@ -378,7 +390,6 @@ class GitRepo:
 
     def remove_worktree(self, path: Path) -> None:
         self.git.run(["worktree", "remove", "--force", str(path)], ok_codes=(0, 128))
-        self.git.run(["worktree", "prune"])
 
     def snapshot_worktree(self, worktree: Path) -> tuple[str, str]:
         """Stage everything in a worktree (its own index; ignored files stay out) and return

@@ -4,6 +4,8 @@ processes, each in its own git worktree, so the user's checkout is never touched
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,22 +14,71 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from imm_action.commands.batch import BatchRepo, pass_ports, pass_request
+from imm_action.commands.io import CommandIO
 from imm_action.integrate.reconcile import PassResult, reconcile
 from imm_action.integrate.refs import batch_state_ref
 from imm_action.lanes.probe import CoordinatorProbe
 from imm_action.model.state import BatchRunState, ChildState, LocalRunner, Runner
 
-POLL_S = 0.05
+POLL_S = 0.02
 STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
+
+
+class LaneProcess(Protocol):
+    """A running lane, whichever way it was started."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class _ForkedLane:
+    """A lane forked from the coordinator: it inherits the imports already loaded, so a lane
+    starts in milliseconds instead of the ~0.2 s a fresh interpreter needs."""
+
+    def __init__(self, target: Callable[[], int]) -> None:
+        context = multiprocessing.get_context("fork")
+        self._process = context.Process(target=_exit_with, args=(target,), daemon=False)
+        self._process.start()
+        assert self._process.pid is not None
+        self.pid = self._process.pid
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(["imm lane"], timeout or 0)
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _exit_with(target: Callable[[], int]) -> None:
+    sys.exit(target())
 
 
 @dataclass
 class RunningLane:
     task_id: str
-    process: subprocess.Popen[bytes]
+    process: LaneProcess
     log: Path
     started: float
 
@@ -125,18 +176,35 @@ class Coordinator:
             self._spawn(state.batch_id, child.task_id, Path(runner.path))
 
     def _spawn(self, batch_id: str, task_id: str, log: Path) -> None:
-        argv = [
-            sys.executable, "-m", "imm_action", "lane", "--batch-id", batch_id, "--task", task_id,
-            "--repo", str(self.batch_repo.root), "--executor", self.options.executor,
-            "--log", str(log),
-        ]  # fmt: skip
-        # Same process group as the coordinator: a Ctrl-C or a kill of `imm run` ends its lanes.
-        process = subprocess.Popen(
-            argv, env=dict(self.options.environment), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        # Either way the lane stays in the coordinator's process group: a Ctrl-C or a kill of
+        # `imm run` ends its lanes too.
+        process: LaneProcess
+        if "fork" in multiprocessing.get_all_start_methods():
+            process = _ForkedLane(partial(self._lane_in_child, batch_id, task_id, log))
+        else:
+            argv = [
+                sys.executable, "-m", "imm_action", "lane", "--batch-id", batch_id,
+                "--task", task_id, "--repo", str(self.batch_repo.root),
+                "--executor", self.options.executor, "--log", str(log),
+            ]  # fmt: skip
+            process = subprocess.Popen(
+                argv, env=dict(self.options.environment), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
         self.view.running[task_id] = RunningLane(task_id, process, log, time.monotonic())
         self._event(f"lane {task_id} started (log: {log})")
+
+    def _lane_in_child(self, batch_id: str, task_id: str, log: Path) -> int:
+        """`imm lane` in a forked child: fresh git handles, output to the lane's log."""
+        from imm_action.cli import run_guarded
+        from imm_action.commands import lane
+
+        args = lane.LaneArgs(
+            batch_id, task_id, self.batch_repo.root, None, self.options.executor, log,
+            dict(self.options.environment),
+        )  # fmt: skip
+        with open(log, "a", encoding="utf-8") as sink:
+            return run_guarded("lane", lambda io: lane.run(args, io), CommandIO(sink, sink))
 
     def _wait_for_a_lane(self) -> None:
         """Until a lane ends, or someone else wrote the batch state (e.g. `imm cancel`)."""
@@ -149,7 +217,7 @@ class Coordinator:
                 for lane in finished:
                     del self.view.running[lane.task_id]
                     self.exited.add(str(lane.log))
-                    code = lane.process.returncode
+                    code = lane.process.poll()
                     self._event(
                         f"lane {lane.task_id} ended ({'ok' if code == 0 else f'exit {code}'})"
                     )

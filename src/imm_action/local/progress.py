@@ -19,10 +19,12 @@ class PlainProgress:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._printed = 0
+        self._started = time.monotonic()
 
     def __call__(self, view: CoordinatorView) -> None:
         for line in view.events[self._printed :]:
-            print(f"imm: {line}", file=self._stream, flush=True)
+            elapsed = time.monotonic() - self._started
+            print(f"imm [{elapsed:7.2f}s]: {line}", file=self._stream, flush=True)
         self._printed = len(view.events)
 
     def close(self) -> None:
@@ -31,7 +33,9 @@ class PlainProgress:
 
 class LiveProgress:
     def __init__(self, stream: TextIO) -> None:
-        self._live = Live(console=Console(file=stream), refresh_per_second=8, transient=False)
+        # No refresh thread: lanes are forked from this process, and forking with threads
+        # running is unsafe; the view is redrawn on every change instead.
+        self._live = Live(console=Console(file=stream), auto_refresh=False, transient=False)
         self._live.start()
         self._last = 0.0
 
@@ -40,7 +44,7 @@ class LiveProgress:
         if now - self._last < 0.1:
             return
         self._last = now
-        self._live.update(render(view))
+        self._live.update(render(view), refresh=True)
 
     def close(self) -> None:
         self._live.stop()
