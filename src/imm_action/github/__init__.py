@@ -1,0 +1,1 @@
+"""GitHub access: the only package that talks to GitHub (PyGithub + tenacity)."""

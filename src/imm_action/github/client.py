@@ -1,0 +1,240 @@
+"""The one GitHub client: PyGithub on `GITHUB_API_URL`, GET-only transport retries, and our own
+bounded retries around every operation. Writes that are not idempotent (POST, PATCH) are upserts:
+they look for what a lost response may already have created (by a hidden marker, a head branch,
+a check name) before they create, so a retry never duplicates a comment, a PR or a check run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import requests
+from github import Auth, Github, GithubException, GithubRetry
+from github.CheckRun import CheckRun
+from github.IssueComment import IssueComment
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+)
+from urllib3.util.retry import Retry
+
+from imm_action.errors import ImmError
+
+T = TypeVar("T")
+PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
+
+
+class GitHubUnavailableError(ImmError):
+    """GitHub kept failing past our retry budget; nothing half-done was left behind."""
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    attempts: int = 6
+    seconds: float = 120.0
+    max_wait: float = 10.0
+
+
+def build_github(token: str, api_url: str, *, timeout: int = 20) -> Github:
+    # Transport retries only for idempotent methods (GitHub's default retry repeats POST, which
+    # duplicates comments); 403 secondary limits and 5xx are retried, honouring Retry-After.
+    retry = GithubRetry(
+        total=4,
+        backoff_factor=0.2,
+        secondary_rate_wait=5,
+        max_rate_limit_wait=60,
+        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,
+    )
+    return Github(
+        auth=Auth.Token(token),
+        base_url=api_url,
+        retry=retry,
+        timeout=timeout,
+        per_page=100,
+        seconds_between_requests=None,
+        seconds_between_writes=None,
+        user_agent="imm-action",
+        lazy=True,  # objects are fetched when used: no GET of the repository before each call
+    )
+
+
+def _retriable(error: BaseException) -> bool:
+    if isinstance(error, GithubException):
+        secondary = error.status == 403 and "rate limit" in str(error.data).lower()
+        return error.status >= 500 or error.status == 429 or secondary
+    return isinstance(error, requests.exceptions.RequestException | ConnectionError)
+
+
+def _wait(budget: RetryBudget) -> Callable[[RetryCallState], float]:
+    def wait(state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        headers = getattr(error, "headers", None) or {}
+        after = headers.get("retry-after") or headers.get("Retry-After")
+        if after is not None:
+            return float(min(float(str(after)), budget.max_wait))
+        return float(min(0.1 * 2.0 ** (state.attempt_number - 1), budget.max_wait))
+
+    return wait
+
+
+class GitHubClient:
+    def __init__(self, github: Github, repository: str, budget: RetryBudget | None = None) -> None:
+        self._github = github
+        self._repository_name = repository
+        self._repository: Repository | None = None
+        self.budget = budget or RetryBudget()
+
+    def _repo(self) -> Repository:
+        if self._repository is None:
+            self._repository = self._github.get_repo(self._repository_name)
+        return self._repository
+
+    def call(self, what: str, operation: Callable[[], T]) -> T:
+        """Run `operation`, again on passing failures, up to the budget; then a clear error."""
+        retrying = Retrying(
+            retry=retry_if_exception(_retriable),
+            stop=stop_after_attempt(self.budget.attempts) | stop_after_delay(self.budget.seconds),
+            wait=_wait(self.budget),
+            reraise=True,
+        )
+        try:
+            return retrying(operation)
+        except (GithubException, requests.exceptions.RequestException, ConnectionError) as error:
+            if _retriable(error):
+                raise GitHubUnavailableError(
+                    f"GitHub kept failing while trying to {what} "
+                    f"({self.budget.attempts} attempts): {error}"
+                ) from None
+            raise
+
+    # -- comments --------------------------------------------------------------------------------
+    def upsert_comment(self, issue_number: int, marker: str, body: str) -> IssueComment:
+        """The one comment on an issue that carries `marker`, created or edited in place."""
+        text = body if marker in body else f"{marker}\n{body}"
+
+        def upsert() -> IssueComment:
+            issue = self._repo().get_issue(issue_number)
+            for comment in issue.get_comments():
+                if marker in (comment.body or ""):
+                    if comment.body != text:
+                        comment.edit(text)
+                    return comment
+            return issue.create_comment(text)
+
+        return self.call(f"update the status comment on #{issue_number}", upsert)
+
+    def react(self, issue_number: int, comment_id: int, content: str) -> None:
+        def reaction() -> None:
+            self._repo().get_issue(issue_number).get_comment(comment_id).create_reaction(content)
+
+        self.call("react to the command", reaction)
+
+    def reply(self, issue_number: int, marker: str, body: str) -> IssueComment:
+        """A reply to one command, made once even if the request is retried."""
+        return self.upsert_comment(issue_number, marker, body)
+
+    # -- checks ----------------------------------------------------------------------------------
+    def report_check(
+        self,
+        head_sha: str,
+        name: str,
+        *,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+        annotations: Sequence[dict[str, Any]] = (),
+    ) -> str:
+        """A check run `name` on `head_sha` (in progress, or completed with `conclusion`); a
+        commit status where check runs are refused. Returns which one was written."""
+
+        def check() -> str:
+            output: dict[str, Any] = {"title": title, "summary": summary[:65_000]}
+            if annotations:
+                output["annotations"] = list(annotations)[:50]
+            existing = self._check_run(head_sha, name)
+            fields: dict[str, Any] = {"output": output}
+            if conclusion is None:
+                fields["status"] = "in_progress"
+            else:
+                fields["conclusion"] = conclusion
+            if existing is not None:
+                existing.edit(**fields)
+            else:
+                self._repo().create_check_run(name=name, head_sha=head_sha, **fields)
+            return "check_run"
+
+        try:
+            return self.call(f"report the check {name}", check)
+        except GithubException as error:
+            if error.status not in (403, 404):
+                raise
+        state = {"success": "success", None: "pending"}.get(conclusion, "failure")
+        self.call(
+            f"set the commit status {name}",
+            lambda: (
+                self._repo()
+                .get_commit(head_sha)
+                .create_status(state, description=title[:140], context=name)
+            ),
+        )
+        return "status"
+
+    def _check_run(self, head_sha: str, name: str) -> CheckRun | None:
+        for run in self._repo().get_commit(head_sha).get_check_runs(check_name=name):
+            return run
+        return None
+
+    # -- pull requests ---------------------------------------------------------------------------
+    def ensure_pull(self, head: str, base: str, title: str, body: str) -> PullRequest:
+        """The open PR from `head` into `base`, created once and then kept up to date."""
+        owner = self._repository_name.split("/")[0]
+
+        def ensure() -> PullRequest:
+            repo = self._repo()
+            for pull in repo.get_pulls(state="open", head=f"{owner}:{head}", base=base):
+                if pull.body != body or pull.title != title:
+                    pull.edit(title=title, body=body)
+                return pull
+            try:
+                return repo.create_pull(title=title, body=body, head=head, base=base)
+            except GithubException as error:
+                if error.status == 422 and "already exists" in str(error.data):
+                    raise ConnectionError("created by a lost request; look again") from None
+                raise
+
+        return self.call(f"update the pull request from {head}", ensure)
+
+    # -- people, issues, workflows ---------------------------------------------------------------
+    def permission(self, login: str) -> str:
+        """The user's role on the repository (`none`..`admin`), checked through the API."""
+        return self.call(
+            f"check {login}'s permission",
+            lambda: self._repo().get_collaborator_role_name(login) or "none",
+        )
+
+    def close_issue(self, number: int) -> None:
+        def close() -> None:
+            issue = self._repo().get_issue(number)
+            if issue.state != "closed":
+                issue.edit(state="closed", state_reason="completed")
+
+        self.call(f"close #{number}", close)
+
+    def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+        def send() -> None:
+            if not self._repo().get_workflow(workflow).create_dispatch(ref, inputs):
+                raise GithubException(500, {"message": "dispatch was not accepted"}, None)
+
+        self.call(f"dispatch {workflow}", send)
+
+
+def allows(role: str, needed: str) -> bool:
+    """Whether `role` is at least `needed` in GitHub's order of repository roles."""
+    known = {name: rank for rank, name in enumerate(PERMISSION_ORDER)}
+    return known.get(role, 0) >= known.get(needed, len(PERMISSION_ORDER))

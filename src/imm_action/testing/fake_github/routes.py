@@ -1,0 +1,413 @@
+"""The REST endpoints the product uses, with GitHub's validation rules and messages."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from imm_action.testing.fake_github.state import FakeRepo, FakeState, Json, now_iso
+
+PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
+REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, errors: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors
+
+
+@dataclass
+class Call:
+    state: FakeState
+    login: str
+    params: dict[str, str]
+    body: Any
+    query: dict[str, list[str]]
+    lock: threading.RLock
+
+    @property
+    def repo(self) -> FakeRepo:
+        repo = self.state.repos.get(f"{self.params['owner']}/{self.params['repo']}")
+        if repo is None:
+            raise ApiError(404, "Not Found")
+        return repo
+
+    def field(self, name: str, resource: str) -> Any:
+        if not isinstance(self.body, dict) or self.body.get(name) in (None, ""):
+            raise ApiError(422, "Validation Failed",
+                           [{"resource": resource, "field": name, "code": "missing_field"}])  # fmt: skip
+        return self.body[name]
+
+    def q(self, name: str, default: str | None = None) -> str | None:
+        return self.query.get(name, [default])[0]
+
+    def number(self, name: str = "number") -> int:
+        return int(self.params[name])
+
+
+Route = tuple[str, re.Pattern[str], Callable[[Call], tuple[int, Any]]]
+ROUTES: list[Route] = []
+_REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+
+
+def route(
+    method: str, pattern: str
+) -> Callable[[Callable[[Call], tuple[int, Any]]], Callable[[Call], tuple[int, Any]]]:
+    def register(handler: Callable[[Call], tuple[int, Any]]) -> Callable[[Call], tuple[int, Any]]:
+        ROUTES.append((method, re.compile(pattern.replace("{REPO}", _REPO)), handler))
+        return handler
+
+    return register
+
+
+@route("GET", "/rate_limit")
+def rate_limit(call: Call) -> tuple[int, Any]:
+    core = {"limit": 5000, "remaining": 4999, "reset": 0, "used": 1}
+    return 200, {"resources": {"core": core, "graphql": core}, "rate": core}
+
+
+@route("GET", "{REPO}")
+def get_repo(call: Call) -> tuple[int, Any]:
+    return 200, call.state.repo_json(call.repo)
+
+
+# -- issues ------------------------------------------------------------------------------
+def _issue(call: Call) -> Json:
+    issue = call.repo.issues.get(call.number())
+    if issue is None:
+        raise ApiError(404, "Not Found")
+    return issue
+
+
+@route("GET", "{REPO}/issues")
+def list_issues(call: Call) -> tuple[int, Any]:
+    wanted = call.q("state", "open")
+    issues = sorted(call.repo.issues.values(), key=lambda issue: -issue["number"])
+    return 200, [i for i in issues if wanted == "all" or i["state"] == wanted]
+
+
+@route("POST", "{REPO}/issues")
+def create_issue(call: Call) -> tuple[int, Any]:
+    title = call.field("title", "Issue")
+    with call.lock:
+        return 201, call.state.new_issue(call.repo, title, call.body.get("body"), call.login)
+
+
+@route("GET", "{REPO}/issues/(?P<number>[0-9]+)")
+def get_issue(call: Call) -> tuple[int, Any]:
+    return 200, _issue(call)
+
+
+@route("PATCH", "{REPO}/issues/(?P<number>[0-9]+)")
+def update_issue(call: Call) -> tuple[int, Any]:
+    with call.lock:
+        issue = _issue(call)
+        for key in ("title", "body", "state", "state_reason"):
+            if key in call.body:
+                issue[key] = call.body[key]
+        if call.body.get("state") == "closed":
+            issue["closed_at"] = issue["closed_at"] or now_iso()
+            issue["state_reason"] = call.body.get("state_reason") or "completed"
+        issue["updated_at"] = now_iso()
+        return 200, issue
+
+
+@route("GET", "{REPO}/issues/(?P<number>[0-9]+)/comments")
+def list_comments(call: Call) -> tuple[int, Any]:
+    issue = _issue(call)
+    return 200, [c for c in call.repo.comments.values() if c["issue_url"] == issue["url"]]
+
+
+@route("POST", "{REPO}/issues/(?P<number>[0-9]+)/comments")
+def create_comment(call: Call) -> tuple[int, Any]:
+    body = call.field("body", "IssueComment")
+    with call.lock:
+        return 201, call.state.new_comment(call.repo, _issue(call), body, call.login)
+
+
+def _comment(call: Call) -> Json:
+    comment = call.repo.comments.get(call.number("comment_id"))
+    if comment is None:
+        raise ApiError(404, "Not Found")
+    return comment
+
+
+@route("GET", "{REPO}/issues/comments/(?P<comment_id>[0-9]+)")
+def get_comment(call: Call) -> tuple[int, Any]:
+    return 200, _comment(call)
+
+
+@route("PATCH", "{REPO}/issues/comments/(?P<comment_id>[0-9]+)")
+def update_comment(call: Call) -> tuple[int, Any]:
+    body = call.field("body", "IssueComment")
+    with call.lock:
+        comment = _comment(call)
+        comment["body"] = body
+        comment["updated_at"] = now_iso()
+        return 200, comment
+
+
+@route("POST", "{REPO}/issues/comments/(?P<comment_id>[0-9]+)/reactions")
+def react(call: Call) -> tuple[int, Any]:
+    content = call.field("content", "Reaction")
+    if content not in REACTIONS:
+        raise ApiError(422, "Validation Failed",
+                       [{"resource": "Reaction", "field": "content", "code": "invalid"}])  # fmt: skip
+    with call.lock:
+        comment = _comment(call)
+        existing = call.repo.reactions.setdefault(comment["id"], [])
+        for reaction in existing:
+            if reaction["content"] == content and reaction["user"]["login"] == call.login:
+                return 200, reaction
+        reaction_id = call.state.next_id()
+        reaction = {"id": reaction_id, "node_id": f"REA_{reaction_id}", "user": call.state.user(call.login),
+                    "content": content, "created_at": now_iso()}  # fmt: skip
+        existing.append(reaction)
+        return 201, reaction
+
+
+# -- checks and statuses -------------------------------------------------------------------
+def _refuse_checks(call: Call) -> None:
+    if call.repo.check_runs_refused:
+        raise ApiError(403, "Resource not accessible by integration")
+
+
+@route("POST", "{REPO}/check-runs")
+def create_check_run(call: Call) -> tuple[int, Any]:
+    _refuse_checks(call)
+    name = call.field("name", "CheckRun")
+    head_sha = call.field("head_sha", "CheckRun")
+    with call.lock:
+        run_id = call.state.next_id()
+        run: Json = {
+            "id": run_id, "node_id": f"CR_{run_id}", "head_sha": head_sha, "external_id": "",
+            "url": call.state.api(f"/repos/{call.repo.full_name}/check-runs/{run_id}"),
+            "html_url": f"https://github.example/{call.repo.full_name}/runs/{run_id}",
+            "details_url": call.body.get("details_url"), "status": "queued", "conclusion": None,
+            "started_at": now_iso(), "completed_at": None, "name": name,
+            "output": {"title": None, "summary": None, "text": None, "annotations_count": 0,
+                       "annotations_url": ""},
+            "check_suite": {"id": 1}, "app": None, "pull_requests": [], "annotations": [],
+        }  # fmt: skip
+        call.repo.check_runs[run_id] = _apply_check(run, call.body)
+        return 201, run
+
+
+@route("PATCH", "{REPO}/check-runs/(?P<run_id>[0-9]+)")
+def update_check_run(call: Call) -> tuple[int, Any]:
+    _refuse_checks(call)
+    with call.lock:
+        run = call.repo.check_runs.get(call.number("run_id"))
+        if run is None:
+            raise ApiError(404, "Not Found")
+        return 200, _apply_check(run, call.body)
+
+
+def _apply_check(run: Json, body: Json) -> Json:
+    if body.get("conclusion"):
+        run["status"], run["conclusion"] = "completed", body["conclusion"]
+        run["completed_at"] = now_iso()
+    elif body.get("status"):
+        run["status"] = body["status"]
+    output = body.get("output") or {}
+    for key in ("title", "summary", "text"):
+        if key in output:
+            run["output"][key] = output[key]
+    annotations = output.get("annotations") or []
+    run["annotations"] = [*run["annotations"], *annotations]
+    run["output"]["annotations_count"] = len(run["annotations"])
+    return run
+
+
+@route("GET", "{REPO}/commits/(?P<sha>[0-9a-f]{40})/check-runs")
+def list_check_runs(call: Call) -> tuple[int, Any]:
+    runs = [r for r in call.repo.check_runs.values() if r["head_sha"] == call.params["sha"]]
+    if call.q("check_name"):
+        runs = [r for r in runs if r["name"] == call.q("check_name")]
+    return 200, {"total_count": len(runs), "check_runs": runs}
+
+
+@route("POST", "{REPO}/statuses/(?P<sha>[0-9a-f]{40})")
+def create_status(call: Call) -> tuple[int, Any]:
+    state = call.field("state", "Status")
+    if state not in ("error", "failure", "pending", "success"):
+        raise ApiError(
+            422, "Validation Failed", [{"resource": "Status", "field": "state", "code": "invalid"}]
+        )
+    with call.lock:
+        status_id = call.state.next_id()
+        status = {
+            "id": status_id, "node_id": f"SC_{status_id}", "state": state, "sha": call.params["sha"],
+            "url": call.state.api(f"/repos/{call.repo.full_name}/statuses/{call.params['sha']}"),
+            "description": call.body.get("description"), "target_url": call.body.get("target_url"),
+            "context": call.body.get("context", "default"), "creator": call.state.user(call.login),
+            "created_at": now_iso(), "updated_at": now_iso(), "avatar_url": None,
+        }  # fmt: skip
+        call.repo.statuses.append(status)
+        return 201, status
+
+
+@route("GET", "{REPO}/commits/(?P<sha>[0-9a-f]{40})/statuses")
+def list_statuses(call: Call) -> tuple[int, Any]:
+    return 200, [s for s in reversed(call.repo.statuses) if s["sha"] == call.params["sha"]]
+
+
+# -- pull requests ---------------------------------------------------------------------------
+@route("GET", "{REPO}/pulls")
+def list_pulls(call: Call) -> tuple[int, Any]:
+    wanted, head, base = call.q("state", "open"), call.q("head"), call.q("base")
+    pulls = []
+    for pull in sorted(call.repo.pulls.values(), key=lambda p: -p["number"]):
+        if wanted != "all" and pull["state"] != wanted:
+            continue
+        if head and pull["head"]["label"] != head:
+            continue
+        if base and pull["base"]["ref"] != base:
+            continue
+        pulls.append(pull)
+    return 200, pulls
+
+
+@route("POST", "{REPO}/pulls")
+def create_pull(call: Call) -> tuple[int, Any]:
+    repo = call.repo
+    title, head, base = (call.field(name, "PullRequest") for name in ("title", "head", "base"))
+    label = head if ":" in head else f"{repo.owner}:{head}"
+    with call.lock:
+        for pull in repo.pulls.values():
+            if (
+                pull["state"] == "open"
+                and pull["head"]["label"] == label
+                and pull["base"]["ref"] == base
+            ):
+                raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
+                               "message": f"A pull request already exists for {label}."}])  # fmt: skip
+        issue = call.state.new_issue(repo, title, call.body.get("body"), call.login)
+        number = issue["number"]
+        del repo.issues[number]  # a PR is also an issue on GitHub; keep it in `pulls` here
+        pull = {
+            **issue,
+            "url": call.state.api(f"/repos/{repo.full_name}/pulls/{number}"),
+            "html_url": f"https://github.example/{repo.full_name}/pull/{number}",
+            "head": {"label": label, "ref": label.split(":", 1)[1], "sha": "0" * 40,
+                     "user": call.state.user(repo.owner), "repo": call.state.repo_json(repo)},
+            "base": {"label": f"{repo.owner}:{base}", "ref": base, "sha": "0" * 40,
+                     "user": call.state.user(repo.owner), "repo": call.state.repo_json(repo)},
+            "draft": bool(call.body.get("draft")), "merged": False, "merged_at": None,
+            "mergeable": None, "merge_commit_sha": None,
+        }  # fmt: skip
+        repo.pulls[number] = pull
+        return 201, pull
+
+
+@route("PATCH", "{REPO}/pulls/(?P<number>[0-9]+)")
+def update_pull(call: Call) -> tuple[int, Any]:
+    with call.lock:
+        pull = call.repo.pulls.get(call.number())
+        if pull is None:
+            raise ApiError(404, "Not Found")
+        for key in ("title", "body", "state"):
+            if key in call.body:
+                pull[key] = call.body[key]
+        pull["updated_at"] = now_iso()
+        return 200, pull
+
+
+# -- people and workflows --------------------------------------------------------------------
+@route("GET", "{REPO}/collaborators/(?P<user>[^/]+)/permission")
+def permission(call: Call) -> tuple[int, Any]:
+    level = call.repo.collaborators.get(call.params["user"], "read")
+    role = {"none": "none", "read": "read", "triage": "triage", "write": "write",
+            "maintain": "maintain", "admin": "admin"}[level]  # fmt: skip
+    # GitHub's legacy `permission` field folds triage into read and maintain into write.
+    legacy = {"triage": "read", "maintain": "write"}.get(level, level)
+    return 200, {
+        "permission": legacy,
+        "role_name": role,
+        "user": call.state.user(call.params["user"]),
+    }
+
+
+def _workflow(call: Call) -> Json:
+    name = call.params["workflow_id"]
+    workflow = call.repo.workflows.get(name)
+    if workflow is None:
+        raise ApiError(404, "Not Found")
+    return workflow
+
+
+@route("GET", "{REPO}/actions/workflows/(?P<workflow_id>[^/]+)")
+def get_workflow(call: Call) -> tuple[int, Any]:
+    return 200, _workflow(call)
+
+
+@route("POST", "{REPO}/actions/workflows/(?P<workflow_id>[^/]+)/dispatches")
+def dispatch(call: Call) -> tuple[int, Any]:
+    ref = call.field("ref", "Workflow")
+    inputs = call.body.get("inputs") or {}
+    if not all(isinstance(value, str) for value in inputs.values()):
+        raise ApiError(422, "Invalid request.\n\nFor 'properties/inputs', values must be strings.")
+    with call.lock:
+        workflow = _workflow(call)
+        run_id = call.state.next_id()
+        call.repo.dispatches.append({"workflow": workflow["path"], "ref": ref, "inputs": inputs})
+        call.repo.runs[run_id] = {
+            "id": run_id, "name": workflow["name"], "workflow_id": workflow["id"], "status": "queued",
+            "conclusion": None, "event": "workflow_dispatch", "head_branch": ref, "run_attempt": 1,
+            "path": workflow["path"], "created_at": now_iso(),
+            "url": call.state.api(f"/repos/{call.repo.full_name}/actions/runs/{run_id}"),
+        }  # fmt: skip
+        return 204, None
+
+
+@route("GET", "{REPO}/actions/runs")
+def list_runs(call: Call) -> tuple[int, Any]:
+    runs = sorted(call.repo.runs.values(), key=lambda run: -run["id"])
+    return 200, {"total_count": len(runs), "workflow_runs": runs}
+
+
+@route("GET", "{REPO}/actions/runs/(?P<run_id>[0-9]+)/jobs")
+def list_jobs(call: Call) -> tuple[int, Any]:
+    run = call.repo.runs.get(call.number("run_id"))
+    if run is None:
+        raise ApiError(404, "Not Found")
+    jobs = run.get("jobs", [])
+    return 200, {"total_count": len(jobs), "jobs": jobs}
+
+
+@route("POST", "{REPO}/actions/runs/(?P<run_id>[0-9]+)/cancel")
+def cancel_run(call: Call) -> tuple[int, Any]:
+    with call.lock:
+        run = call.repo.runs.get(call.number("run_id"))
+        if run is None:
+            raise ApiError(404, "Not Found")
+        if run["status"] == "completed":
+            raise ApiError(409, "Cannot cancel a workflow run that is completed.")
+        run["status"], run["conclusion"] = "completed", "cancelled"
+        return 202, {}
+
+
+@route("GET", "{REPO}/commits/(?P<sha>[0-9a-f]{40})")
+def get_commit(call: Call) -> tuple[int, Any]:
+    # The fake holds no git objects: any full commit id is a commit (the product only ever
+    # names commits it pushed).
+    sha = call.params["sha"]
+    person = {
+        "name": "imm-action",
+        "email": "imm-action@users.noreply.github.com",
+        "date": now_iso(),
+    }
+    return 200, {
+        "sha": sha, "node_id": f"C_{sha[:10]}",
+        "url": call.state.api(f"/repos/{call.repo.full_name}/commits/{sha}"),
+        "html_url": f"https://github.example/{call.repo.full_name}/commit/{sha}",
+        "commit": {"message": "", "author": person, "committer": person,
+                   "tree": {"sha": "0" * 40, "url": ""}},
+        "author": None, "committer": None, "parents": [],
+    }  # fmt: skip

@@ -1,0 +1,265 @@
+"""The fake GitHub's HTTP side: authentication, rate-limit headers, pagination, faults and a
+request log around the routes. Responses follow GitHub's status codes and error texts."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from imm_action.testing.fake_github.faults import Fault, FaultPlan
+from imm_action.testing.fake_github.routes import ROUTES, ApiError, Call
+from imm_action.testing.fake_github.state import FakeRepo, FakeState
+
+DOCS = "https://docs.github.com/rest"
+SECONDARY_LIMIT_MESSAGE = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    method: str
+    path: str
+    status: int
+    fault: Fault | None
+
+
+class FakeGitHub:
+    """`with FakeGitHub() as github:` serves on 127.0.0.1 at `github.url` until the block ends."""
+
+    def __init__(self, tokens: dict[str, str] | None = None, rate_limit: int = 5000) -> None:
+        self.tokens = tokens or {"test-token": "imm-bot"}  # token -> login it acts as
+        self.state = FakeState()
+        self.faults = FaultPlan()
+        self.requests: list[LoggedRequest] = []
+        self.rate_limit = rate_limit
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> FakeGitHub:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        handler = _handler_for(self)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self.state.base_url = self.url
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- arranging the world ---------------------------------------------------------------
+    def add_repo(self, full_name: str, collaborators: dict[str, str] | None = None) -> FakeRepo:
+        owner, name = full_name.split("/")
+        with self._lock:
+            repo = self.state.add_repo(owner, name)
+            repo.collaborators.update(collaborators or {owner: "admin"})
+            return repo
+
+    def add_workflow(self, full_name: str, file_name: str, name: str | None = None) -> None:
+        repo = self.repo(full_name)
+        with self._lock:
+            workflow_id = self.state.next_id()
+            path = f".github/workflows/{file_name}"
+            workflow = {
+                "id": workflow_id, "node_id": f"W_{workflow_id}", "name": name or file_name,
+                "path": path, "state": "active", "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+                "url": self.state.api(f"/repos/{full_name}/actions/workflows/{workflow_id}"),
+                "html_url": f"https://github.example/{full_name}/blob/main/{path}",
+                "badge_url": f"https://github.example/{full_name}/workflows/{file_name}/badge.svg",
+            }  # fmt: skip
+            repo.workflows[file_name] = workflow
+            repo.workflows[str(workflow_id)] = workflow
+
+    def repo(self, full_name: str) -> FakeRepo:
+        return self.state.repos[full_name]
+
+    def requests_to(self, method: str, pattern: str) -> list[LoggedRequest]:
+        return [r for r in self.requests if r.method == method and re.fullmatch(pattern, r.path)]
+
+    # -- serving -----------------------------------------------------------------------------
+    def handle(self, method: str, target: str, headers: dict[str, str], raw: bytes) -> _Response:
+        split = urlsplit(target)
+        path = split.path.rstrip("/") or "/"
+        login = self._login(headers.get("authorization", ""))
+        if login is None:
+            return _error(401, "Bad credentials")
+        for route_method, pattern, handler in ROUTES:
+            if route_method != method:
+                continue
+            match = pattern.fullmatch(path)
+            if match is None:
+                continue
+            try:
+                body = json.loads(raw) if raw else {}
+            except json.JSONDecodeError:
+                return _error(400, "Problems parsing JSON")
+            call = Call(
+                self.state, login, match.groupdict(), body, parse_qs(split.query), self._lock
+            )
+            try:
+                status, payload = handler(call)
+            except ApiError as error:
+                return _error(error.status, error.message, error.errors)
+            return self._paginate(status, payload, split.path, parse_qs(split.query))
+        return _error(404, "Not Found")
+
+    def _login(self, authorization: str) -> str | None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() not in ("token", "bearer"):
+            return None
+        return self.tokens.get(token.strip())
+
+    def _paginate(
+        self, status: int, payload: Any, path: str, query: dict[str, list[str]]
+    ) -> _Response:
+        if not isinstance(payload, list):
+            return _Response(status, payload, {})
+        per_page = min(int(query.get("per_page", ["30"])[0]), 100)
+        page = int(query.get("page", ["1"])[0])
+        last = max(1, -(-len(payload) // per_page))
+        links = []
+        base = {key: values[0] for key, values in query.items() if key != "page"}
+
+        def link(number: int, rel: str) -> str:
+            params = "&".join(
+                f"{key}={value}" for key, value in {**base, "page": str(number)}.items()
+            )
+            return f'<{self.url}{path}?{params}>; rel="{rel}"'
+
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        if page > 1:
+            links += [link(1, "first"), link(page - 1, "prev")]
+        headers = {"Link": ", ".join(links)} if links else {}
+        return _Response(status, payload[(page - 1) * per_page : page * per_page], headers)
+
+    def log(self, method: str, target: str, status: int, fault: Fault | None) -> None:
+        with self._lock:
+            self.requests.append(LoggedRequest(method, urlsplit(target).path, status, fault))
+
+    def rate_headers(self) -> dict[str, str]:
+        used = len(self.requests)
+        return {
+            "X-RateLimit-Limit": str(self.rate_limit),
+            "X-RateLimit-Remaining": str(max(0, self.rate_limit - used)),
+            "X-RateLimit-Reset": str(int(time.time()) + 3600),
+            "X-RateLimit-Used": str(used),
+            "X-RateLimit-Resource": "core",
+        }
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    payload: Any
+    headers: dict[str, str]
+
+
+def _error(status: int, message: str, errors: list[Any] | None = None) -> _Response:
+    payload: dict[str, Any] = {"message": message, "documentation_url": DOCS, "status": str(status)}
+    if errors:
+        payload["errors"] = errors
+    return _Response(status, payload, {})
+
+
+def _handler_for(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            fault = fake.faults.next()
+            if fault is Fault.RESET:
+                fake.log(self.command, self.path, 0, fault)
+                self._drop()
+                return
+            if fault is Fault.SLOW:
+                time.sleep(0.3)
+            injected = _injected_response(fault)
+            headers = {key.lower(): value for key, value in self.headers.items()}
+            response = injected or fake.handle(self.command, self.path, headers, raw)
+            fake.log(self.command, self.path, response.status, fault)
+            if fault is Fault.RESET_AFTER_WRITE:
+                self._drop()
+                return
+            self._send(response)
+
+        def _send(self, response: _Response) -> None:
+            body = b"" if response.status == 204 else json.dumps(response.payload).encode()
+            self.send_response(response.status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in {**fake.rate_headers(), **response.headers}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _drop(self) -> None:
+            # A reset, not a clean close: what a flaky proxy in front of GitHub does.
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+            self.close_connection = True
+            self.connection.close()
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve  # noqa: N815 - stdlib names
+
+    return Handler
+
+
+def _injected_response(fault: Fault | None) -> _Response | None:
+    match fault:
+        case Fault.SERVER_ERROR:
+            return _error(500, "Server Error")
+        case Fault.BAD_GATEWAY:
+            return _error(502, "Server Error")
+        case Fault.TOO_MANY_REQUESTS:
+            return _Response(
+                429,
+                {"message": "Too Many Requests", "documentation_url": DOCS},
+                {"Retry-After": "1"},
+            )
+        case Fault.SECONDARY_RATE_LIMIT:
+            payload = {"message": SECONDARY_LIMIT_MESSAGE, "documentation_url": DOCS}
+            return _Response(403, payload, {"Retry-After": "1"})
+        case Fault.SECONDARY_RATE_LIMIT_BARE:
+            return _Response(
+                403, {"message": SECONDARY_LIMIT_MESSAGE, "documentation_url": DOCS}, {}
+            )
+        case _:
+            return None
+
+
+Handler = Callable[[Call], tuple[int, Any]]
