@@ -22,7 +22,7 @@ from imm_action.commands.io import CommandIO
 
 if TYPE_CHECKING:
     from imm_action.commands.retry import DecisionArgs
-from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
+from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError, UsageError
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
 
@@ -116,6 +116,25 @@ def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
     return DecisionArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""))
 
 
+def _command(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import command
+    from imm_action.commands.batch_operations import RepoBatchOperations
+    from imm_action.github.client import GitHubClient, build_github
+    from imm_action.workspace import load_config
+
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    repository = os.environ.get("GITHUB_REPOSITORY")
+    if not token or not repository:
+        raise UsageError("imm command needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
+    api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
+    client = GitHubClient(build_github(token, api_url), repository)
+    repo = Path(ns.repo)
+    config = load_config(repo).config
+    args = command.CommandArgs(Path(ns.event), config.commands.allowed_permission)
+    path_env = os.environ.get("PATH", "")
+    return command.run(args, io, client, lambda: RepoBatchOperations(repo, ns.remote, path_env))
+
+
 def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import demo
 
@@ -160,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     _add_batch_commands(sub)
+
+    command = sub.add_parser("command", help="answer /imm commands in an issue comment event")
+    command.add_argument("--event", required=True, metavar="PATH", help="the event payload file")
+    command.add_argument("--repo", default=".", help="repository path (default: .)")
+    command.add_argument("--remote", default=None, metavar="NAME")
+    command.set_defaults(handler=_command)
 
     demo = sub.add_parser("demo", help="create a demo repository and run a real batch on it")
     demo.add_argument("--dir", default=None, metavar="P", help="where (default: a new temp dir)")

@@ -29,7 +29,11 @@ class DecisionArgs:
 
 
 def run(args: DecisionArgs, task_id: str, io: CommandIO) -> int:
-    return apply_decision(args, partial(_retry, task_id=task_id), io)
+    return apply_decision(args, retry_decision(task_id), io)
+
+
+def retry_decision(task_id: str) -> Callable[[BatchRunState], BatchRunState]:
+    return partial(_retry, task_id=task_id)
 
 
 def _retry(state: BatchRunState, task_id: str) -> BatchRunState:

@@ -3,7 +3,7 @@ none does I/O. The store re-validates every invariant before a state is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from imm_action.model.state import (
@@ -16,6 +16,7 @@ from imm_action.model.state import (
     Runner,
 )
 
+Decision = Callable[[BatchRunState], BatchRunState]  # a person's decision, applied by a pass
 LOST_ATTEMPTS_LIMIT = 3
 REASON_LANE_LOST = "batch_lane_lost"
 REASON_CANCELLED = "cancelled"

@@ -1,0 +1,56 @@
+"""What `/imm status|plan|retry|cancel` do to the batch in this checkout, as reply text."""
+
+from __future__ import annotations
+
+import io as text_io
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.commands.batch import open_batch_repo
+from imm_action.commands.io import CommandIO
+from imm_action.commands.retry import DecisionArgs, apply_decision, retry_decision
+from imm_action.errors import ImmError
+from imm_action.integrate import transitions
+from imm_action.integrate.store import StateStore
+from imm_action.render import batch_markdown, plan_markdown
+from imm_action.workspace import plan_initiative
+
+
+@dataclass(frozen=True)
+class RepoBatchOperations:
+    repo: Path
+    remote: str | None
+    path_env: str
+
+    def status(self, slug: str) -> str:
+        batch_repo = open_batch_repo(self.repo, self.remote)
+        batch_repo.refs.refresh()
+        store = StateStore(batch_repo.refs)
+        batches = store.batches_of(slug)
+        stored = store.active(slug) or (batches[-1] if batches else None)
+        if stored is None or stored.report is None:
+            return f"`{slug}` has no batch yet. Start one with `/imm run`."
+        return batch_markdown(stored.report, stored.state)
+
+    def plan(self, slug: str) -> str:
+        batch_repo = open_batch_repo(self.repo, self.remote)
+        try:
+            plan, _ = plan_initiative(batch_repo.root, slug, batch_repo.config)
+        except ImmError as error:
+            return f"The plan of `{slug}` cannot be made:\n\n```\n{error}\n```"
+        return plan_markdown(plan)
+
+    def retry(self, slug: str, task_id: str) -> str:
+        return self._decide(slug, f"retry {task_id}", retry_decision(task_id))
+
+    def cancel(self, slug: str) -> str:
+        return self._decide(slug, "cancel", transitions.cancel)
+
+    def _decide(self, slug: str, what: str, decision: transitions.Decision) -> str:
+        sink = text_io.StringIO()
+        args = DecisionArgs(slug, self.repo, None, self.remote, self.path_env)
+        try:
+            apply_decision(args, decision, CommandIO(sink, sink))
+        except ImmError as error:
+            return f"`{what}` was refused: {error}"
+        return f"Done: `{what}`.\n\n```\n{sink.getvalue().strip()}\n```"

@@ -1,0 +1,110 @@
+"""`imm command`: a comment's `/imm` lines answered through the fake GitHub, with the
+permission checked through the API and comment text treated as plain text."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from imm_action.commands import command
+from imm_action.commands.batch_operations import RepoBatchOperations
+from imm_action.commands.io import CommandIO
+from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.testing.fake_github import FakeGitHub
+from tests.batch_helpers import make_project
+
+REPO = "acme/widgets"
+INITIATIVE_BODY = "<!-- immune-brain:initiative-id=init -->\nThe initiative."
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as github:
+        github.add_repo(REPO, {"acme": "admin", "writer": "write", "reader": "read"})
+        github.add_workflow(REPO, "imm-batch.yml")
+        github.state.new_issue(github.repo(REPO), "Initiative init", INITIATIVE_BODY, "acme")
+        yield github
+
+
+def _event(tmp_path: Path, fake: FakeGitHub, body: str, login: str) -> Path:
+    repo = fake.repo(REPO)
+    posted = fake.state.new_comment(repo, repo.issues[1], body, login)
+    payload = {
+        "action": "created",
+        "comment": {"id": posted["id"], "body": body, "user": {"login": login}},
+        "issue": {"number": 1, "body": INITIATIVE_BODY},
+        "repository": {"full_name": REPO, "default_branch": "main"},
+        "sender": {"login": login},
+    }
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def _handle(fake: FakeGitHub, event: Path, project: Path | None = None) -> int:
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    ops = RepoBatchOperations(project or Path("."), None, "/usr/bin:/bin")
+    sink = io.StringIO()
+    return command.run(
+        command.CommandArgs(event, "write"), CommandIO(sink, sink), client, lambda: ops
+    )
+
+
+def _replies(fake: FakeGitHub) -> list[str]:
+    return [c["body"] for c in fake.repo(REPO).comments.values() if c["user"]["login"] == "imm-bot"]
+
+
+def test_a_writer_starts_the_batch_by_dispatching_the_workflow(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    assert _handle(fake, _event(tmp_path, fake, "/imm run --max-parallel 2", "writer")) == 0
+    assert fake.repo(REPO).dispatches == [
+        {"workflow": ".github/workflows/imm-batch.yml", "ref": "main",
+         "inputs": {"initiative": "init", "max_parallel": "2"}}
+    ]  # fmt: skip
+    reactions = [r["content"] for rs in fake.repo(REPO).reactions.values() for r in rs]
+    assert reactions == ["eyes"]
+    assert "Started the batch of `init`" in _replies(fake)[0]
+
+
+def test_a_user_without_write_permission_is_refused_and_nothing_runs(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    assert _handle(fake, _event(tmp_path, fake, "/imm run\n/imm cancel", "reader")) == 0
+    assert fake.repo(REPO).dispatches == []
+    (reply,) = _replies(fake)
+    assert "Sorry @reader, imm commands need `write` permission" in reply
+    assert "(you have `read`). Nothing was run." in reply
+    assert fake.requests_to("GET", r"/repos/acme/widgets/collaborators/reader/permission")
+
+
+def test_shell_and_expression_syntax_in_a_comment_is_plain_text(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    body = (
+        "/imm retry $(touch /tmp/imm-pwned)\n/imm run ${{ secrets.GITHUB_TOKEN }}\n/imm `id`\nline"
+    )
+    assert _handle(fake, _event(tmp_path, fake, body, "writer")) == 0
+    assert fake.repo(REPO).dispatches == []
+    assert not Path("/tmp/imm-pwned").exists()
+    (reply,) = _replies(fake)
+    assert reply.count("I did not run") == 3
+    assert "imm understands one command per line" in reply
+
+
+def test_a_comment_without_commands_gets_no_answer(fake: FakeGitHub, tmp_path: Path) -> None:
+    assert _handle(fake, _event(tmp_path, fake, "> /imm cancel\nthanks!", "writer")) == 0
+    assert _replies(fake) == []
+    assert fake.requests == []  # not even a permission check
+
+
+def test_status_and_plan_answer_from_the_repository(fake: FakeGitHub, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", {"a": [], "b": ["a"]})
+    assert _handle(fake, _event(tmp_path, fake, "/imm plan\n/imm status", "writer"), project) == 0
+    (reply,) = _replies(fake)
+    assert "# Plan for `init`" in reply
+    assert "`init` has no batch yet" in reply
