@@ -45,7 +45,10 @@ def test_bad_commands_are_answered_with_why(line: str, why: str) -> None:
 
 
 def test_shell_and_expression_syntax_is_only_text() -> None:
-    body = "/imm retry $(rm -rf /)\n/imm retry `id`\n/imm retry ${{ secrets.TOKEN }}\n/imm run; echo hi"
+    body = (
+        "/imm retry $(rm -rf /)\n/imm retry `id`\n"
+        "/imm retry ${{ secrets.TOKEN }}\n/imm run; echo hi"
+    )
     parsed = parse_comment(body)
     assert all(isinstance(item, Unknown) for item in parsed)
     assert len(parsed) == 4
