@@ -37,7 +37,7 @@ def test_killing_imm_run_at_random_moments_loses_and_doubles_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text(json.dumps(dict.fromkeys(TASKS, "sleep:0.3")))
+    behaviour.write_text(json.dumps(dict.fromkeys(TASKS, "sleep:0.6")))
     monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
     clean = make_project(tmp_path / "clean", TASKS)
     assert _start(clean).wait(120) == 0

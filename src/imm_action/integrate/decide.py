@@ -33,7 +33,12 @@ def decide(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         )
     in_flight = [child.task_id for child in children if child.state.in_flight]
     if in_flight or startable:
-        waiting = f"{len(in_flight)} lanes in flight" if in_flight else "lanes ready to start"
+        count = len(in_flight)
+        waiting = (
+            f"{count} lane{'s' if count != 1 else ''} in flight"
+            if in_flight
+            else "lanes ready to start"
+        )
         return Verdict(
             BatchState.RUNNING,
             f"{done} of {len(children)} tasks integrated; {waiting}",
