@@ -51,8 +51,29 @@ class Call:
         return int(self.params[name])
 
 
-Route = tuple[str, re.Pattern[str], Callable[[Call], tuple[int, Any]]]
+Route = tuple[str, re.Pattern[str], Callable[[Call], tuple[int, Any]], str]
 ROUTES: list[Route] = []
+# Each handler's path in GitHub's OpenAPI description, for the contract test.
+_R = "/repos/{owner}/{repo}"
+TEMPLATES = {
+    "rate_limit": "/rate_limit", "get_repo": _R, "list_issues": f"{_R}/issues",
+    "create_issue": f"{_R}/issues", "get_issue": f"{_R}/issues/{{issue_number}}",
+    "update_issue": f"{_R}/issues/{{issue_number}}",
+    "list_comments": f"{_R}/issues/{{issue_number}}/comments",
+    "create_comment": f"{_R}/issues/{{issue_number}}/comments",
+    "get_comment": f"{_R}/issues/comments/{{comment_id}}",
+    "update_comment": f"{_R}/issues/comments/{{comment_id}}",
+    "react": f"{_R}/issues/comments/{{comment_id}}/reactions",
+    "create_check_run": f"{_R}/check-runs", "update_check_run": f"{_R}/check-runs/{{check_run_id}}",
+    "list_check_runs": f"{_R}/commits/{{ref}}/check-runs", "create_status": f"{_R}/statuses/{{sha}}",
+    "list_statuses": f"{_R}/commits/{{ref}}/statuses", "list_pulls": f"{_R}/pulls",
+    "create_pull": f"{_R}/pulls", "update_pull": f"{_R}/pulls/{{pull_number}}",
+    "permission": f"{_R}/collaborators/{{username}}/permission",
+    "get_workflow": f"{_R}/actions/workflows/{{workflow_id}}",
+    "dispatch": f"{_R}/actions/workflows/{{workflow_id}}/dispatches",
+    "list_runs": f"{_R}/actions/runs", "list_jobs": f"{_R}/actions/runs/{{run_id}}/jobs",
+    "cancel_run": f"{_R}/actions/runs/{{run_id}}/cancel", "get_commit": f"{_R}/commits/{{ref}}",
+}  # fmt: skip
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 
 
@@ -60,7 +81,8 @@ def route(
     method: str, pattern: str
 ) -> Callable[[Callable[[Call], tuple[int, Any]]], Callable[[Call], tuple[int, Any]]]:
     def register(handler: Callable[[Call], tuple[int, Any]]) -> Callable[[Call], tuple[int, Any]]:
-        ROUTES.append((method, re.compile(pattern.replace("{REPO}", _REPO)), handler))
+        template = TEMPLATES[handler.__name__]
+        ROUTES.append((method, re.compile(pattern.replace("{REPO}", _REPO)), handler, template))
         return handler
 
     return register
@@ -291,16 +313,40 @@ def create_pull(call: Call) -> tuple[int, Any]:
         issue = call.state.new_issue(repo, title, call.body.get("body"), call.login)
         number = issue["number"]
         del repo.issues[number]  # a PR is also an issue on GitHub; keep it in `pulls` here
+        url = call.state.api(f"/repos/{repo.full_name}/pulls/{number}")
+        html = f"https://github.example/{repo.full_name}/pull/{number}"
+        issue_url = call.state.api(f"/repos/{repo.full_name}/issues/{number}")
+        full = call.state.repo_json(repo)
+
+        def side(ref_label: str, ref: str) -> Json:
+            return {
+                "label": ref_label,
+                "ref": ref,
+                "sha": "0" * 40,
+                "user": call.state.user(repo.owner),
+                "repo": full,
+            }
+
         pull = {
             **issue,
-            "url": call.state.api(f"/repos/{repo.full_name}/pulls/{number}"),
-            "html_url": f"https://github.example/{repo.full_name}/pull/{number}",
-            "head": {"label": label, "ref": label.split(":", 1)[1], "sha": "0" * 40,
-                     "user": call.state.user(repo.owner), "repo": call.state.repo_json(repo)},
-            "base": {"label": f"{repo.owner}:{base}", "ref": base, "sha": "0" * 40,
-                     "user": call.state.user(repo.owner), "repo": call.state.repo_json(repo)},
-            "draft": bool(call.body.get("draft")), "merged": False, "merged_at": None,
-            "mergeable": None, "merge_commit_sha": None,
+            "url": url, "html_url": html, "issue_url": issue_url,
+            "diff_url": f"{html}.diff", "patch_url": f"{html}.patch",
+            "commits_url": f"{url}/commits", "review_comments_url": f"{url}/comments",
+            "review_comment_url": call.state.api(f"/repos/{repo.full_name}/pulls/comments{{/number}}"),
+            "comments_url": f"{issue_url}/comments",
+            "statuses_url": call.state.api(f"/repos/{repo.full_name}/statuses/{'0' * 40}"),
+            "head": side(label, label.split(":", 1)[1]),
+            "base": side(f"{repo.owner}:{base}", base),
+            "_links": {name: {"href": href} for name, href in {
+                "self": url, "html": html, "issue": issue_url, "comments": f"{issue_url}/comments",
+                "review_comments": f"{url}/comments", "commits": f"{url}/commits",
+                "statuses": call.state.api(f"/repos/{repo.full_name}/statuses/{'0' * 40}"),
+                "review_comment": call.state.api(f"/repos/{repo.full_name}/pulls/comments{{/number}}"),
+            }.items()},
+            "draft": bool(call.body.get("draft")), "merged": False, "merged_at": None, "merged_by": None,
+            "mergeable": None, "mergeable_state": "unknown", "merge_commit_sha": None,
+            "auto_merge": None, "maintainer_can_modify": False, "additions": 0, "deletions": 0,
+            "changed_files": 0, "commits": 0, "comments": 0, "review_comments": 0,
         }  # fmt: skip
         repo.pulls[number] = pull
         return 201, pull
@@ -327,11 +373,8 @@ def permission(call: Call) -> tuple[int, Any]:
             "maintain": "maintain", "admin": "admin"}[level]  # fmt: skip
     # GitHub's legacy `permission` field folds triage into read and maintain into write.
     legacy = {"triage": "read", "maintain": "write"}.get(level, level)
-    return 200, {
-        "permission": legacy,
-        "role_name": role,
-        "user": call.state.user(call.params["user"]),
-    }
+    user = {**call.state.user(call.params["user"]), "role_name": role}
+    return 200, {"permission": legacy, "role_name": role, "user": user}
 
 
 def _workflow(call: Call) -> Json:
@@ -357,11 +400,21 @@ def dispatch(call: Call) -> tuple[int, Any]:
         workflow = _workflow(call)
         run_id = call.state.next_id()
         call.repo.dispatches.append({"workflow": workflow["path"], "ref": ref, "inputs": inputs})
+        base = call.state.api(f"/repos/{call.repo.full_name}/actions/runs/{run_id}")
+        minimal = {key: value for key, value in call.state.repo_json(call.repo).items()
+                   if key not in ("permissions", "license")}  # fmt: skip
         call.repo.runs[run_id] = {
-            "id": run_id, "name": workflow["name"], "workflow_id": workflow["id"], "status": "queued",
-            "conclusion": None, "event": "workflow_dispatch", "head_branch": ref, "run_attempt": 1,
-            "path": workflow["path"], "created_at": now_iso(),
-            "url": call.state.api(f"/repos/{call.repo.full_name}/actions/runs/{run_id}"),
+            "id": run_id, "node_id": f"WFR_{run_id}", "name": workflow["name"],
+            "display_title": workflow["name"], "workflow_id": workflow["id"], "run_number": len(call.repo.runs) + 1,
+            "status": "queued", "conclusion": None, "event": "workflow_dispatch", "head_branch": ref,
+            "head_sha": "0" * 40, "run_attempt": 1, "path": workflow["path"], "created_at": now_iso(),
+            "updated_at": now_iso(), "url": base,
+            "html_url": f"https://github.example/{call.repo.full_name}/actions/runs/{run_id}",
+            "jobs_url": f"{base}/jobs", "logs_url": f"{base}/logs", "cancel_url": f"{base}/cancel",
+            "rerun_url": f"{base}/rerun", "artifacts_url": f"{base}/artifacts",
+            "check_suite_url": call.state.api(f"/repos/{call.repo.full_name}/check-suites/1"),
+            "workflow_url": workflow["url"], "head_commit": None, "pull_requests": [],
+            "head_repository": minimal, "repository": minimal, "jobs": [],
         }  # fmt: skip
         return 204, None
 
@@ -409,5 +462,6 @@ def get_commit(call: Call) -> tuple[int, Any]:
         "html_url": f"https://github.example/{call.repo.full_name}/commit/{sha}",
         "commit": {"message": "", "author": person, "committer": person,
                    "tree": {"sha": "0" * 40, "url": ""}},
+        "comments_url": call.state.api(f"/repos/{call.repo.full_name}/commits/{sha}/comments"),
         "author": None, "committer": None, "parents": [],
     }  # fmt: skip

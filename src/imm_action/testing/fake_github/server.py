@@ -32,6 +32,16 @@ class LoggedRequest:
     fault: Fault | None
 
 
+@dataclass(frozen=True)
+class ServedResponse:
+    """A response as the contract test checks it: which documented operation, what it sent."""
+
+    method: str
+    template: str
+    status: int
+    payload: Any
+
+
 class FakeGitHub:
     """`with FakeGitHub() as github:` serves on 127.0.0.1 at `github.url` until the block ends."""
 
@@ -40,6 +50,7 @@ class FakeGitHub:
         self.state = FakeState()
         self.faults = FaultPlan()
         self.requests: list[LoggedRequest] = []
+        self.served: list[ServedResponse] = []
         self.rate_limit = rate_limit
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -111,7 +122,7 @@ class FakeGitHub:
         login = self._login(headers.get("authorization", ""))
         if login is None:
             return _error(401, "Bad credentials")
-        for route_method, pattern, handler in ROUTES:
+        for route_method, pattern, handler, template in ROUTES:
             if route_method != method:
                 continue
             match = pattern.fullmatch(path)
@@ -128,7 +139,12 @@ class FakeGitHub:
                 status, payload = handler(call)
             except ApiError as error:
                 return _error(error.status, error.message, error.errors)
-            return self._paginate(status, payload, split.path, parse_qs(split.query))
+            response = self._paginate(status, payload, split.path, parse_qs(split.query))
+            with self._lock:
+                self.served.append(
+                    ServedResponse(method, template, response.status, response.payload)
+                )
+            return response
         return _error(404, "Not Found")
 
     def _login(self, authorization: str) -> str | None:

@@ -10,6 +10,23 @@ from typing import Any
 Json = dict[str, Any]
 
 
+_REPO_URLS = {
+    "archive": "{archive_format}{/ref}", "assignees": "assignees{/user}", "blobs": "git/blobs{/sha}",
+    "branches": "branches{/branch}", "collaborators": "collaborators{/collaborator}",
+    "comments": "comments{/number}", "commits": "commits{/sha}", "compare": "compare/{base}...{head}",
+    "contents": "contents/{+path}", "contributors": "contributors", "deployments": "deployments",
+    "downloads": "downloads", "events": "events", "forks": "forks", "git_commits": "git/commits{/sha}",
+    "git_refs": "git/refs{/sha}", "git_tags": "git/tags{/sha}", "hooks": "hooks",
+    "issue_comment": "issues/comments{/number}", "issue_events": "issues/events{/number}",
+    "issues": "issues{/number}", "keys": "keys{/key_id}", "labels": "labels{/name}",
+    "languages": "languages", "merges": "merges", "milestones": "milestones{/number}",
+    "notifications": "notifications{?since,all,participating}", "pulls": "pulls{/number}",
+    "releases": "releases{/id}", "stargazers": "stargazers", "statuses": "statuses/{sha}",
+    "subscribers": "subscribers", "subscription": "subscription", "tags": "tags",
+    "teams": "teams", "trees": "git/trees{/sha}",
+}  # fmt: skip
+
+
 def now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -54,14 +71,24 @@ class FakeState:
 
     def user(self, login: str) -> Json:
         user_id = sum(map(ord, login)) + 100
+        api = self.api(f"/users/{login}")
         return {
             "login": login,
             "id": user_id,
             "node_id": f"U_{user_id}",
             "avatar_url": f"https://avatars.example/u/{user_id}",
             "gravatar_id": "",
-            "url": self.api(f"/users/{login}"),
+            "url": api,
             "html_url": f"https://github.example/{login}",
+            "followers_url": f"{api}/followers",
+            "following_url": f"{api}/following{{/other_user}}",
+            "gists_url": f"{api}/gists{{/gist_id}}",
+            "starred_url": f"{api}/starred{{/owner}}{{/repo}}",
+            "subscriptions_url": f"{api}/subscriptions",
+            "organizations_url": f"{api}/orgs",
+            "repos_url": f"{api}/repos",
+            "events_url": f"{api}/events{{/privacy}}",
+            "received_events_url": f"{api}/received_events",
             "type": "Bot" if login.endswith("[bot]") else "User",
             "site_admin": False,
         }
@@ -73,8 +100,11 @@ class FakeState:
         return repo
 
     def repo_json(self, repo: FakeRepo) -> Json:
-        base = f"/repos/{repo.full_name}"
+        """A full repository as `GET /repos/{owner}/{repo}` returns it."""
+        base = self.api(f"/repos/{repo.full_name}")
+        urls = {f"{name}_url": f"{base}/{path}" for name, path in _REPO_URLS.items()}
         return {
+            **urls,
             "id": repo.id,
             "node_id": repo.node_id,
             "name": repo.name,
@@ -84,21 +114,25 @@ class FakeState:
             "html_url": f"https://github.example/{repo.full_name}",
             "description": None,
             "fork": False,
-            "url": self.api(base),
+            "url": base,
+            "clone_url": f"https://github.example/{repo.full_name}.git",
+            "git_url": f"git://github.example/{repo.full_name}.git",
+            "ssh_url": f"git@github.example:{repo.full_name}.git",
+            "svn_url": f"https://github.example/{repo.full_name}",
+            "mirror_url": None,
+            "homepage": None,
+            "language": "Python",
             "default_branch": repo.default_branch,
-            "issues_url": self.api(base + "/issues{/number}"),
-            "pulls_url": self.api(base + "/pulls{/number}"),
+            "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0,
+            "watchers_count": 0, "open_issues": 0, "open_issues_count": 0, "size": 1,
+            "network_count": 0, "subscribers_count": 0,
+            "has_issues": True, "has_downloads": False, "has_projects": False, "has_wiki": False, "has_pages": False,
+            "has_discussions": False, "archived": False, "disabled": False, "license": None,
             "created_at": "2026-01-01T00:00:00Z",
             "updated_at": "2026-01-01T00:00:00Z",
             "pushed_at": "2026-01-01T00:00:00Z",
-            "permissions": {
-                "admin": False,
-                "maintain": False,
-                "push": True,
-                "triage": True,
-                "pull": True,
-            },
-        }
+            "permissions": {"admin": False, "maintain": False, "push": True, "triage": True, "pull": True},
+        }  # fmt: skip
 
     def new_issue(self, repo: FakeRepo, title: str, body: str | None, author: str) -> Json:
         number = max([0, *repo.issues, *repo.pulls]) + 1

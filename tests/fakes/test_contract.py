@@ -1,0 +1,65 @@
+"""Contract: every response shape of the fake GitHub that our code relies on validates against
+GitHub's official OpenAPI description. The fake is only worth trusting if it answers like GitHub."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.testing.fake_github import FakeGitHub
+from tests.fakes.github_openapi import validator
+
+REPO = "acme/widgets"
+SHA = "e" * 40
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as github:
+        github.add_repo(REPO, {"acme": "admin", "writer": "write"})
+        github.add_workflow(REPO, "imm-batch.yml")
+        yield github
+
+
+def exercise_every_route(fake: FakeGitHub) -> None:
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    gh = build_github("test-token", fake.url)
+    repo = gh.get_repo(REPO)
+    repo.full_name  # noqa: B018 - a lazy repository: reading it fetches it
+    issue = repo.create_issue("Initiative", body="body")
+    list(repo.get_issues())
+    repo.get_issue(issue.number).edit(body="edited")
+    comment = client.upsert_comment(issue.number, "<!-- m -->", "first")
+    client.upsert_comment(issue.number, "<!-- m -->", "second")
+    repo.get_issue(issue.number).get_comment(comment.id).body  # noqa: B018
+    client.react(issue.number, comment.id, "eyes")
+    client.report_check(SHA, "imm: x", conclusion=None, title="running", summary="s")
+    client.report_check(SHA, "imm: x", conclusion="success", title="done", summary="s")
+    repo.get_commit(SHA).create_status("success", description="ok", context="imm: x")
+    client.ensure_pull("imm/x", "main", "imm: x", "report")
+    client.ensure_pull("imm/x", "main", "imm: x", "report 2")
+    client.permission("writer")
+    client.dispatch("imm-batch.yml", "main", {"initiative": "x"})
+    runs = list(repo.get_workflow_runs())
+    list(runs[0].jobs())
+    runs[0].cancel()
+    client.close_issue(issue.number)
+
+
+def test_every_response_validates_against_githubs_openapi_description(fake: FakeGitHub) -> None:
+    exercise_every_route(fake)
+    checked: set[tuple[str, str, int]] = set()
+    problems: list[str] = []
+    for served in fake.served:
+        check = validator(served.template, served.method, served.status)
+        checked.add((served.method, served.template, served.status))
+        if check is None:
+            continue
+        for error in check.iter_errors(served.payload):
+            where = "/".join(map(str, error.absolute_path)) or "(body)"
+            operation = f"{served.method} {served.template} {served.status}"
+            problems.append(f"{operation} at {where}: {error.message[:200]}")
+    assert not problems, "\n".join(sorted(set(problems))[:60])
+    assert len(checked) >= 20  # the operations this product calls
