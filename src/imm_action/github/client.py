@@ -113,6 +113,16 @@ class GitHubClient:
                 ) from None
             raise
 
+    def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
+        """A GraphQL query (a read: safe to repeat), its `data`."""
+
+        def query_once() -> dict[str, Any]:
+            _, payload = self._github.requester.graphql_query(query, variables)
+            data: dict[str, Any] = payload["data"]
+            return data
+
+        return self.call("read from GitHub's GraphQL API", query_once)
+
     # -- comments --------------------------------------------------------------------------------
     def upsert_comment(self, issue_number: int, marker: str, body: str) -> IssueComment:
         """The one comment on an issue that carries `marker`, created or edited in place."""

@@ -51,6 +51,7 @@ class FakeGitHub:
         self.faults = FaultPlan()
         self.requests: list[LoggedRequest] = []
         self.served: list[ServedResponse] = []
+        self._graphql_api: Any = None
         self.rate_limit = rate_limit
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
@@ -109,6 +110,14 @@ class FakeGitHub:
             repo.workflows[file_name] = workflow
             repo.workflows[str(workflow_id)] = workflow
 
+    def link_sub_issue(self, full_name: str, parent: int, child: int) -> None:
+        with self._lock:
+            self.repo(full_name).sub_issues.setdefault(parent, []).append(child)
+
+    def link_blocked_by(self, full_name: str, issue: int, blocker: int) -> None:
+        with self._lock:
+            self.repo(full_name).blocked_by.setdefault(issue, []).append(blocker)
+
     def repo(self, full_name: str) -> FakeRepo:
         return self.state.repos[full_name]
 
@@ -122,6 +131,8 @@ class FakeGitHub:
         login = self._login(headers.get("authorization", ""))
         if login is None:
             return _error(401, "Bad credentials")
+        if method == "POST" and path == "/graphql":
+            return self._graphql(raw)
         for route_method, pattern, handler, template in ROUTES:
             if route_method != method:
                 continue
@@ -146,6 +157,19 @@ class FakeGitHub:
                 )
             return response
         return _error(404, "Not Found")
+
+    def _graphql(self, raw: bytes) -> _Response:
+        from imm_action.testing.fake_github.graphql_api import GraphQLApi
+
+        try:
+            request = json.loads(raw)
+        except json.JSONDecodeError:
+            return _error(400, "Problems parsing JSON")
+        with self._lock:
+            if self._graphql_api is None:
+                self._graphql_api = GraphQLApi(self.state)
+            payload = self._graphql_api.execute(request.get("query", ""), request.get("variables"))
+        return _Response(200, payload, {})
 
     def _login(self, authorization: str) -> str | None:
         scheme, _, token = authorization.partition(" ")
