@@ -21,6 +21,7 @@ from imm_action import __version__
 from imm_action.commands.io import CommandIO
 
 if TYPE_CHECKING:
+    from imm_action.commands.reconcile import GitHubReporting
     from imm_action.commands.retry import DecisionArgs
 from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError, UsageError
 
@@ -56,6 +57,26 @@ def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
     return schema.run(schema.SchemaArgs(ns.name, Path(ns.write) if ns.write else None), io)
 
 
+def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:
+    """GitHub's side of a pass, from the Actions environment (`--report`)."""
+    if not ns.report:
+        return None
+    from imm_action.carriers.github import GitHubSource
+    from imm_action.commands.reconcile import GitHubReporting
+    from imm_action.github.client import GitHubClient, build_github
+
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    repository = os.environ.get("GITHUB_REPOSITORY")
+    if not token or not repository:
+        raise UsageError("--report needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
+    api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
+    client = GitHubClient(build_github(token, api_url), repository)
+    source = GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
+    server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
+    ref = os.environ.get("GITHUB_REF_NAME", "main")
+    return GitHubReporting(client, source, f"{server}/{repository}", ref=ref)
+
+
 def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import reconcile
 
@@ -68,7 +89,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.format,
         os.environ.get("PATH", ""),
     )
-    return reconcile.run(args, io)
+    return reconcile.run(args, io, _github_reporting(ns))
 
 
 def _status(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -203,6 +224,10 @@ def _add_batch_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     )
     rec.add_argument("slug")
     rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
+    rec.add_argument(
+        "--report", action="store_true",
+        help="report on GitHub (status comment, check run, PR) from the Actions environment",
+    )  # fmt: skip
     _add_batch_options(rec, ("text", "json", "markdown"))
     rec.set_defaults(handler=_reconcile)
 

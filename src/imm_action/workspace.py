@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.intents import IntentFile, read_intents
 from imm_action.carriers.local import has_local_initiative, initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
@@ -120,12 +121,15 @@ def _unknown_keys(data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...])
     return warnings
 
 
-def load_initiative(repo: Path, slug: str) -> LocatedInitiative:
+def load_initiative(repo: Path, slug: str, github: GitHubSource | None = None) -> LocatedInitiative:
+    """SPEC §4.4 lookup order: `docs/initiatives/<slug>.md` if it exists, else GitHub."""
     if has_local_initiative(repo, slug):
         return read_local_initiative(repo, slug)
+    if github is not None:
+        return github.read(slug)
     raise UsageError(
-        f"initiative {slug!r}: {initiative_path(slug)} does not exist "
-        "(GitHub-carried initiatives are read by the GitHub commands)"
+        f"initiative {slug!r}: {initiative_path(slug)} does not exist, and no GitHub repository "
+        "is configured to look in (set GITHUB_REPOSITORY and GITHUB_TOKEN)"
     )
 
 
@@ -141,9 +145,10 @@ def plan_initiative(
     *,
     max_parallel: int | None = None,
     settled: Mapping[str, str] | None = None,
+    github: GitHubSource | None = None,
 ) -> tuple[BatchPlan, dict[str, IntentFile]]:
     """Read everything a plan needs from `repo` and project it (no writes anywhere)."""
-    located = load_initiative(repo, slug)
+    located = load_initiative(repo, slug, github)
     intents = load_intents(repo, located)
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,

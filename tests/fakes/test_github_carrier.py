@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from imm_action.carriers.github import TRACKER, read_github_initiative
+from imm_action.carriers.github import read_github_initiative
 from imm_action.errors import InputError
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from imm_action.testing.fake_github import FakeGitHub
@@ -31,32 +31,11 @@ def _repo_id(fake: FakeGitHub) -> str:
 
 
 def _initiative(fake: FakeGitHub, slug: str, body: str = "") -> int:
-    markers = (
-        f"{TRACKER}\n<!-- immune-brain:kind=initiative -->\n"
-        f"<!-- immune-brain:repo-id={_repo_id(fake)} -->\n"
-        f"<!-- immune-brain:initiative-id={slug} -->\n"
-    )
-    return int(
-        fake.state.new_issue(fake.repo(REPO), f"Initiative {slug}", markers + body, "acme")[
-            "number"
-        ]
-    )
+    return fake.add_tracker_initiative(REPO, slug, body)
 
 
 def _task(fake: FakeGitHub, parent: int, slug: str, task_id: str, **overrides: str) -> int:
-    fields = {
-        "kind": "task",
-        "task-id": task_id,
-        "slice-id": f"s-{task_id}",
-        "initiative-id": slug,
-        **overrides,
-    }
-    body = "\n".join(
-        f"<!-- immune-brain:{key}={value} -->" for key, value in fields.items() if value
-    )
-    number = int(fake.state.new_issue(fake.repo(REPO), task_id, body, "acme")["number"])
-    fake.link_sub_issue(REPO, parent, number)
-    return number
+    return fake.add_tracker_task(REPO, parent, slug, task_id, **overrides)
 
 
 @pytest.mark.parametrize(("tasks", "requests"), [(100, 1), (250, 3)])

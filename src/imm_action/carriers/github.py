@@ -46,6 +46,18 @@ class GraphQLReader(Protocol):
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]: ...
 
 
+@dataclass(frozen=True)
+class GitHubSource:
+    """Where GitHub-carried initiatives of this repository are read from."""
+
+    reader: GraphQLReader
+    repository: str  # owner/name
+    repository_id: str  # GitHub's numeric id, as the tracker's repo-id marker holds it
+
+    def read(self, slug: str) -> LocatedInitiative:
+        return read_github_initiative(self.reader, self.repository, self.repository_id, slug)
+
+
 def markers(body: str | None) -> dict[str, str]:
     return dict(_MARKER.findall(body or ""))
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from imm_action.carriers.github import GitHubSource
 from imm_action.errors import UsageError
 from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.repo import GitRepo
@@ -30,9 +31,12 @@ class BatchRepo:
     repo: GitRepo
     refs: RefStore
     config: RepoConfig
+    github: GitHubSource | None = None
 
 
-def open_batch_repo(path: Path, remote: str | None) -> BatchRepo:
+def open_batch_repo(
+    path: Path, remote: str | None, github: GitHubSource | None = None
+) -> BatchRepo:
     """The repository a batch runs in: its work tree root, and where its refs live."""
     project = open_repo(path)
     try:
@@ -43,7 +47,7 @@ def open_batch_repo(path: Path, remote: str | None) -> BatchRepo:
         raise UsageError(f"--repo {path}: batches run at the top of a work tree ({root})")
     repo = GitRepo(root, GitRunner(root))
     refs: RefStore = LocalRefStore(repo) if remote is None else RemoteRefStore(repo, remote)
-    return BatchRepo(root, repo, refs, load_config(root).config)
+    return BatchRepo(root, repo, refs, load_config(root).config, github)
 
 
 def base_of(batch_repo: BatchRepo) -> tuple[str, str]:
@@ -86,6 +90,7 @@ def pass_request(
         slug,
         batch_repo.config,
         settled=settled_tasks(StateStore(batch_repo.refs), slug),
+        github=batch_repo.github,
     )
     base_ref, base_head = base_of(batch_repo)
     scopes = {

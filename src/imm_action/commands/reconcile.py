@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.commands.batch import open_batch_repo, pass_ports, pass_request
+from imm_action.carriers.github import GitHubSource
+from imm_action.commands.batch import BatchRepo, open_batch_repo, pass_ports, pass_request
 from imm_action.commands.io import CommandIO
 from imm_action.commands.status import exit_code_for, print_report
+from imm_action.github.client import GitHubClient
+from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.reconcile import reconcile
+from imm_action.integrate.refs import heads
+from imm_action.integrate.store import StoredBatch
 
 
 @dataclass(frozen=True)
@@ -22,13 +27,47 @@ class ReconcileArgs:
     path_env: str
 
 
-def run(args: ReconcileArgs, io: CommandIO) -> int:
-    batch_repo = open_batch_repo(args.repo, args.remote)
+@dataclass(frozen=True)
+class GitHubReporting:
+    """Where a pass on GitHub reports (SPEC §5.6) and how it asks for a continuation."""
+
+    client: GitHubClient
+    source: GitHubSource
+    repository_url: str
+    workflow: str = "imm-batch.yml"
+    ref: str = "main"
+
+
+def run(args: ReconcileArgs, io: CommandIO, github: GitHubReporting | None = None) -> int:
+    source = github.source if github else None
+    batch_repo = open_batch_repo(args.repo, args.remote, source)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(request, ports)
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
-    assert result.stored.report is not None
-    print_report(result.stored.report, result.stored.state, args.format, io)
-    return exit_code_for(result.stored.state.batch_state)
+    stored = result.stored
+    assert stored.report is not None
+    if github is not None:
+        _report(github, batch_repo, stored, args)
+    print_report(stored.report, stored.state, args.format, io)
+    return exit_code_for(stored.state.batch_state)
+
+
+def _report(
+    github: GitHubReporting, batch_repo: BatchRepo, stored: StoredBatch, args: ReconcileArgs
+) -> None:
+    assert stored.report is not None
+    state = stored.state
+    branch = heads(state.branch)
+    head = batch_repo.refs.read([branch])[branch] or state.base_head
+    publish_report(
+        github.client, stored.report, state, target_for(state, head, github.repository_url)
+    )
+    if not args.admit and needs_continuation(state):
+        inputs = {
+            "initiative": state.initiative_slug,
+            "batch_id": state.batch_id,
+            "pass": "continue",
+        }
+        github.client.dispatch(github.workflow, github.ref, inputs)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from imm_action.github.client import GitHubClient
+from imm_action.model.initiative import GithubCarrier
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
 from imm_action.render import BATCH_STYLES, mermaid_dag
@@ -79,7 +80,7 @@ def status_comment(report: BatchRunReport, state: BatchRunState, repository_url:
 
 @dataclass(frozen=True)
 class ReportTarget:
-    issue_number: int
+    issue_number: int | None  # the initiative issue; None for a locally carried initiative
     head_sha: str
     repository_url: str
     close_integrated: bool = False
@@ -93,7 +94,8 @@ def publish_report(
     times and GitHub ends up with one of each, showing the newest report."""
     body = status_comment(report, state, target.repository_url)
     slug = report.initiative_slug
-    client.upsert_comment(target.issue_number, status_marker(slug), body)
+    if target.issue_number is not None:
+        client.upsert_comment(target.issue_number, status_marker(slug), body)
     client.report_check(
         target.head_sha,
         check_name(slug),
@@ -108,3 +110,21 @@ def publish_report(
             number = target.task_issues.get(child.task_id)
             if child.state.done and number is not None:
                 client.close_issue(number)
+
+
+def target_for(state: BatchRunState, head_sha: str, repository_url: str) -> ReportTarget:
+    issue = state.carrier.issue_number if isinstance(state.carrier, GithubCarrier) else None
+    return ReportTarget(issue_number=issue, head_sha=head_sha, repository_url=repository_url)
+
+
+def needs_continuation(state: BatchRunState) -> bool:
+    """Whether the batch waits on lanes nobody will start: running, nothing in flight, and a
+    pending child whose dependencies are done (the matrix of this run has finished)."""
+    if state.batch_state is not BatchState.RUNNING:
+        return False
+    if any(child.state.in_flight for child in state.children):
+        return False
+    done = {child.task_id for child in state.children if child.state.done}
+    return any(
+        str(child.state) == "pending" and set(child.blocked_by) <= done for child in state.children
+    )

@@ -110,6 +110,30 @@ class FakeGitHub:
             repo.workflows[file_name] = workflow
             repo.workflows[str(workflow_id)] = workflow
 
+    def add_tracker_initiative(self, full_name: str, slug: str, extra_body: str = "") -> int:
+        """An Initiative issue in the immune-brain tracker protocol; returns its number."""
+        repo = self.repo(full_name)
+        body = (
+            "<!-- immune-brain-tracker:v1 -->\n<!-- immune-brain:kind=initiative -->\n"
+            f"<!-- immune-brain:repo-id={repo.id} -->\n<!-- immune-brain:initiative-id={slug} -->\n"
+            + extra_body
+        )
+        with self._lock:
+            return int(self.state.new_issue(repo, f"Initiative {slug}", body, repo.owner)["number"])
+
+    def add_tracker_task(
+        self, full_name: str, parent: int, slug: str, task_id: str, **markers: str
+    ) -> int:
+        """A Task sub-issue of `parent`; `markers` override (or, empty, drop) its markers."""
+        fields = {"kind": "task", "task-id": task_id, "slice-id": f"s-{task_id}",
+                  "initiative-id": slug, **markers}  # fmt: skip
+        body = "\n".join(f"<!-- immune-brain:{k}={v} -->" for k, v in fields.items() if v)
+        repo = self.repo(full_name)
+        with self._lock:
+            number = int(self.state.new_issue(repo, task_id, body, repo.owner)["number"])
+        self.link_sub_issue(full_name, parent, number)
+        return number
+
     def link_sub_issue(self, full_name: str, parent: int, child: int) -> None:
         with self._lock:
             self.repo(full_name).sub_issues.setdefault(parent, []).append(child)

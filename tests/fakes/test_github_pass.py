@@ -1,0 +1,89 @@
+"""A reconcile pass on GitHub: the initiative read from its issue, the report published — the
+request count stays small and flat as the initiative grows, and faults do not duplicate."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from imm_action.carriers.github import GitHubSource
+from imm_action.commands import reconcile
+from imm_action.commands.io import CommandIO
+from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.testing.fake_github import FakeGitHub, Fault
+from tests.batch_helpers import publish
+from tests.conftest import initiative_files, make_repo
+
+REPO = "acme/widgets"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as github:
+        github.add_repo(REPO)
+        github.add_workflow(REPO, "imm-batch.yml")
+        yield github
+
+
+def _arrange(fake: FakeGitHub, tmp_path: Path, tasks: int) -> Path:
+    ids = [f"t{index:03d}" for index in range(tasks)]
+    files = initiative_files("big", {task: [] for task in ids})
+    del files["docs/initiatives/big.md"]  # carried by the GitHub issue instead
+    repo = make_repo(tmp_path / "repo", files)
+    parent = fake.add_tracker_initiative(REPO, "big")
+    for task in ids:
+        fake.add_tracker_task(REPO, parent, "big", task)
+    return repo
+
+
+def _pass(fake: FakeGitHub, repo: Path, admit: bool = True) -> int:
+    client = GitHubClient(
+        build_github("test-token", fake.url), REPO, RetryBudget(attempts=12, max_wait=0.01)
+    )
+    reporting = reconcile.GitHubReporting(
+        client,
+        GitHubSource(client, REPO, str(fake.repo(REPO).id)),
+        f"https://github.example/{REPO}",
+    )
+    args = reconcile.ReconcileArgs("big", repo, None, admit, None, "text", os.environ["PATH"])
+    sink = io.StringIO()
+    before = len(fake.requests)
+    reconcile.run(args, CommandIO(sink, sink), reporting)
+    return len(fake.requests) - before
+
+
+@pytest.mark.parametrize("tasks", [10, 100])
+def test_a_pass_with_reporting_costs_at_most_ten_requests(
+    fake: FakeGitHub, tmp_path: Path, tasks: int
+) -> None:
+    repo = _arrange(fake, tmp_path, tasks)
+    first = _pass(fake, repo)
+    again = _pass(fake, repo)
+    assert first <= 10
+    assert again <= 10
+    gh_repo = fake.repo(REPO)
+    assert len(gh_repo.comments) == 1
+    assert "imm: `big` is running" in next(iter(gh_repo.comments.values()))["body"]
+
+
+def test_passes_under_faults_leave_one_comment_one_pr_and_one_check(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    repo = _arrange(fake, tmp_path, 3)
+    fake.faults.randomly(0.3, (Fault.SERVER_ERROR, Fault.SECONDARY_RATE_LIMIT, Fault.RESET,
+                               Fault.RESET_AFTER_WRITE), seed=11)  # fmt: skip
+    _pass(fake, repo)
+    for task in ("t000", "t001", "t002"):
+        publish(repo, task, None, slug="big", state="needs_human", reason="parked for the test")
+        _pass(fake, repo)
+    fake.faults.clear()
+    gh_repo = fake.repo(REPO)
+    assert len(gh_repo.comments) == 1
+    assert len(gh_repo.check_runs) == 1
+    (run,) = gh_repo.check_runs.values()
+    assert run["conclusion"] == "action_required"
+    assert len(fake.faults.injected) >= 3
