@@ -23,6 +23,7 @@ from imm_action.commands.io import CommandIO
 if TYPE_CHECKING:
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.commands.retry import DecisionArgs
+    from imm_action.github.client import GitHubClient
 from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError, UsageError
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
@@ -48,7 +49,14 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
 def _check(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import check
 
-    return check.run(check.CheckArgs(Path(ns.repo), ns.base), io)
+    report = None
+    if ns.report:
+        client, _ = _github_client("imm check --report")
+        head = os.environ.get("IMM_HEAD_SHA") or os.environ.get("GITHUB_SHA", "")
+        if len(head) != 40:
+            raise UsageError("imm check --report needs the commit to report on (GITHUB_SHA)")
+        report = check.CheckReport(client, head)
+    return check.run(check.CheckArgs(Path(ns.repo), ns.base), io, report)
 
 
 def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -57,20 +65,26 @@ def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
     return schema.run(schema.SchemaArgs(ns.name, Path(ns.write) if ns.write else None), io)
 
 
+def _github_client(what: str) -> tuple[GitHubClient, str]:
+    """The GitHub client of the Actions environment, and the repository it acts on."""
+    from imm_action.github.client import GitHubClient, build_github
+
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    repository = os.environ.get("GITHUB_REPOSITORY")
+    if not token or not repository:
+        raise UsageError(f"{what} needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
+    api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
+    return GitHubClient(build_github(token, api_url), repository), repository
+
+
 def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:
     """GitHub's side of a pass, from the Actions environment (`--report`)."""
     if not ns.report:
         return None
     from imm_action.carriers.github import GitHubSource
     from imm_action.commands.reconcile import GitHubReporting
-    from imm_action.github.client import GitHubClient, build_github
 
-    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
-    repository = os.environ.get("GITHUB_REPOSITORY")
-    if not token or not repository:
-        raise UsageError("--report needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
-    api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
-    client = GitHubClient(build_github(token, api_url), repository)
+    client, repository = _github_client("imm reconcile --report")
     source = GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
     ref = os.environ.get("GITHUB_REF_NAME", "main")
@@ -140,15 +154,9 @@ def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
 def _command(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import command
     from imm_action.commands.batch_operations import RepoBatchOperations
-    from imm_action.github.client import GitHubClient, build_github
     from imm_action.workspace import load_config
 
-    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
-    repository = os.environ.get("GITHUB_REPOSITORY")
-    if not token or not repository:
-        raise UsageError("imm command needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
-    api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
-    client = GitHubClient(build_github(token, api_url), repository)
+    client, _ = _github_client("imm command")
     repo = Path(ns.repo)
     config = load_config(repo).config
     args = command.CommandArgs(Path(ns.event), config.commands.allowed_permission)
@@ -197,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--base", default=None, metavar="REF", help="report only files changed since REF"
     )
+    check.add_argument(
+        "--report", action="store_true",
+        help="report a check run with annotations at file:line (GitHub Actions environment)",
+    )  # fmt: skip
     check.set_defaults(handler=_check)
 
     _add_batch_commands(sub)

@@ -82,3 +82,30 @@ def test_publishing_a_report_costs_at_most_ten_requests_whatever_the_task_count(
     repo = fake.repo(REPO)
     assert len(repo.comments) == 1
     assert len(repo.check_runs) == 1
+
+
+def test_imm_check_reports_a_check_run_with_annotations_at_file_and_line(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    import io as text_io
+    import json
+
+    from imm_action.commands import check
+    from imm_action.commands.io import CommandIO
+    from tests.conftest import initiative_files, intent, make_repo
+
+    files = initiative_files("init", {"a": [], "b": ["a"]})
+    files["docs/plans/b.intent.json"] = json.dumps({**intent("b"), "colour": "red"}, indent=2)
+    repo = make_repo(tmp_path / "r", files)
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    sink = text_io.StringIO()
+    code = check.run(
+        check.CheckArgs(repo, None), CommandIO(sink, sink), check.CheckReport(client, "f" * 40)
+    )
+    assert code == 2
+    (run,) = fake.repo(REPO).check_runs.values()
+    assert (run["name"], run["conclusion"]) == ("imm check", "failure")
+    assert run["annotations"] == [
+        {"path": "docs/plans/b.intent.json", "start_line": 18, "end_line": 18,
+         "annotation_level": "failure", "message": "colour: unknown key"}
+    ]  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imm_action.carriers.intents import read_intent
 from imm_action.carriers.local import initiative_path, read_local_initiative
@@ -13,6 +14,9 @@ from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
 from imm_action.git import changed_paths, tracked_paths
 from imm_action.model.common import is_identifier
 from imm_action.plan.project import intent_path
+
+if TYPE_CHECKING:
+    from imm_action.github.client import GitHubClient
 from imm_action.workspace import INITIATIVES_DIR, PLANS_DIR, load_config, open_repo
 
 INTENT_SUFFIX = ".intent.json"
@@ -32,7 +36,26 @@ class CheckResult:
     intents: int
 
 
-def run(args: CheckArgs, io: CommandIO) -> int:
+@dataclass(frozen=True)
+class CheckReport:
+    """Where a pull request's check is reported: a check run with annotations at file:line."""
+
+    client: GitHubClient
+    head_sha: str
+    name: str = "imm check"
+
+
+def check_annotations(problems: list[Problem], warnings: list[Problem]) -> list[dict[str, object]]:
+    """GitHub check-run annotations; a problem without a line points at the file's first line."""
+    found = [(problem, "failure") for problem in problems] + [(w, "warning") for w in warnings]
+    return [
+        {"path": item.path, "start_line": item.line or 1, "end_line": item.line or 1,
+         "annotation_level": level, "message": item.message[:64_000]}
+        for item, level in found
+    ]  # fmt: skip
+
+
+def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> int:
     repo = open_repo(args.repo)
     result = check_repository(repo)
     problems, warnings = result.problems, result.warnings
@@ -43,6 +66,15 @@ def run(args: CheckArgs, io: CommandIO) -> int:
     for item in sorted(warnings) + sorted(problems):
         io.say(item.render())
     summary = f"{result.initiatives} initiatives, {result.intents} intents checked"
+    if report is not None:
+        title = f"{len(problems)} problems" if problems else "no problems"
+        report.client.report_check(
+            report.head_sha, report.name,
+            conclusion="failure" if problems else "success",
+            title=f"{title} ({summary})",
+            summary="\n".join(f"- `{p.render()}`" for p in sorted(problems)) or summary,
+            annotations=check_annotations(problems, warnings),
+        )  # fmt: skip
     if problems:
         io.warn(f"imm check: {len(problems)} problems ({summary})")
         return EXIT_INVALID_INPUT
