@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -111,3 +112,17 @@ def snapshot(root: Path) -> dict[str, bytes]:
         for path in sorted(root.rglob("*"))
         if path.is_file() and not path.is_symlink()
     }
+
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """User-visible text is part of the interface: it must match its golden file."""
+    path = GOLDEN / name
+    if os.environ.get("IMM_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"no golden file {name}; create it with IMM_UPDATE_GOLDEN=1 pytest"
+    assert path.read_text(encoding="utf-8") == text, (
+        f"{name} changed; if the new wording is intended, run: IMM_UPDATE_GOLDEN=1 pytest"
+    )

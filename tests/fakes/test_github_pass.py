@@ -87,3 +87,23 @@ def test_passes_under_faults_leave_one_comment_one_pr_and_one_check(
     (run,) = gh_repo.check_runs.values()
     assert run["conclusion"] == "action_required"
     assert len(fake.faults.injected) >= 3
+
+
+def test_integrated_tasks_issues_are_closed_when_configured(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    from tests.batch_helpers import work
+    from tests.conftest import git
+
+    repo = _arrange(fake, tmp_path, 2)
+    (repo / ".github").mkdir()
+    (repo / ".github/imm.yml").write_text("close_integrated_issues: true\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "close issues")
+    _pass(fake, repo)
+    work(repo, "t000", slug="big")
+    _pass(fake, repo, admit=False)
+    states = {issue["title"]: issue["state"] for issue in fake.repo(REPO).issues.values()}
+    assert states["t000"] == "closed"
+    assert states["t001"] == "open"
+    assert states["Initiative big"] == "open"

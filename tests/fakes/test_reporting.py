@@ -3,7 +3,6 @@ the same few requests whatever the number of tasks."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,21 +15,11 @@ from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState
 from imm_action.testing.fake_github import FakeGitHub
 from tests.batch_helpers import current, make_project, publish, run_pass, work
+from tests.conftest import assert_golden
 from tests.unit.test_transitions import _initial
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 REPO = "acme/widgets"
 NOW = "2026-12-02T10:00:00.000Z"
-
-
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("IMM_UPDATE_GOLDEN"):
-        path.write_text(text, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == text, (
-        f"{name} changed; if the new wording is intended, run: "
-        f"IMM_UPDATE_GOLDEN=1 pytest {__file__}"
-    )
 
 
 def _mixed_batch(tmp_path: Path) -> tuple[BatchRunReport, BatchRunState]:
@@ -46,7 +35,9 @@ def _mixed_batch(tmp_path: Path) -> tuple[BatchRunReport, BatchRunState]:
 
 def test_the_status_comment_reads_as_the_golden_file_says(tmp_path: Path) -> None:
     report, state = _mixed_batch(tmp_path)
-    _golden("status_comment.md", status_comment(report, state, f"https://github.example/{REPO}"))
+    assert_golden(
+        "status_comment.md", status_comment(report, state, f"https://github.example/{REPO}")
+    )
 
 
 @pytest.fixture

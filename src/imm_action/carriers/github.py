@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from imm_action.carriers.local import parse_local_initiative
@@ -48,14 +48,28 @@ class GraphQLReader(Protocol):
 
 @dataclass(frozen=True)
 class GitHubSource:
-    """Where GitHub-carried initiatives of this repository are read from."""
+    """Where GitHub-carried initiatives of this repository are read from. A command reads an
+    initiative once: later asks (e.g. which issue carries each task) reuse that read."""
 
     reader: GraphQLReader
     repository: str  # owner/name
     repository_id: str  # GitHub's numeric id, as the tracker's repo-id marker holds it
+    _read: dict[str, LocatedInitiative] = field(default_factory=dict, compare=False, repr=False)
 
     def read(self, slug: str) -> LocatedInitiative:
-        return read_github_initiative(self.reader, self.repository, self.repository_id, slug)
+        if slug not in self._read:
+            self._read[slug] = read_github_initiative(
+                self.reader, self.repository, self.repository_id, slug
+            )
+        return self._read[slug]
+
+    def task_issues(self, slug: str) -> dict[str, int]:
+        """Task id -> the issue that carries it."""
+        return {
+            task: int(location.path.removeprefix("issue #"))
+            for task, location in self.read(slug).locations.items()
+            if location.path.startswith("issue #")
+        }
 
 
 def markers(body: str | None) -> dict[str, str]:
@@ -107,12 +121,7 @@ def read_github_initiative(
     if not children:
         # An issue written by hand: the Slice syntax in its body.
         located = parse_local_initiative(initiative["body"], slug, origin.path)
-        return LocatedInitiative(
-            located.initiative.__class__(
-                slug=slug, carrier=carrier, tasks=located.initiative.tasks
-            ),
-            located.locations,
-        )
+        return replace(located, initiative=replace(located.initiative, carrier=carrier))
     return normalise(slug, carrier, _observe(children, slug), origin)
 
 

@@ -60,6 +60,8 @@ def run(
         return 0
     client.react(issue, comment, "eyes")
     answers = [_answer(item, event, args, client, operations) for item in parsed]
+    if any(isinstance(item, Unknown) for item in parsed):
+        answers.append(HELP)
     client.reply(issue, reply_marker(comment), "\n\n".join(answers))
     return 0
 
@@ -79,7 +81,7 @@ def _answer(
     operations: Callable[[], BatchOperations],
 ) -> str:
     if isinstance(item, Unknown):
-        return f"I did not run `{_quote(item.line)}`: {item.why}.\n\n{HELP}"
+        return f"I did not run `{_quote(item.line)}`: {item.why}."
     slug = event.initiative
     if slug is None:
         return "This issue carries no initiative (no `immune-brain:initiative-id` marker)."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imm_action.carriers.github import GitHubSource
@@ -61,9 +61,11 @@ def _report(
     state = stored.state
     branch = heads(state.branch)
     head = batch_repo.refs.read([branch])[branch] or state.base_head
-    publish_report(
-        github.client, stored.report, state, target_for(state, head, github.repository_url)
-    )
+    target = target_for(state, head, github.repository_url)
+    if batch_repo.config.close_integrated_issues and target.issue_number is not None:
+        issues = github.source.task_issues(state.initiative_slug)
+        target = replace(target, close_integrated=True, task_issues=issues)
+    publish_report(github.client, stored.report, state, target)
     if not args.admit and needs_continuation(state):
         inputs = {
             "initiative": state.initiative_slug,

@@ -71,7 +71,8 @@ def parse_line(line: str) -> Parsed:
         return Unknown(line, "`retry` takes one task id")
     if verb == "run":
         return _run(line, args)
-    return Unknown(line, f"`{verb[:40]}` is not an imm command")
+    shown = verb[:40].replace("`", "'")
+    return Unknown(line, f"`{shown}` is not an imm command")
 
 
 def _run(line: str, args: list[str]) -> Parsed:

@@ -34,3 +34,4 @@ class RepoConfig(_ConfigModel):
     barrier_files: list[str] = Field(default_factory=list)
     require_spec_binding: bool = False
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
+    close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated
