@@ -74,7 +74,10 @@ def _github_client(what: str) -> tuple[GitHubClient, str]:
     if not token or not repository:
         raise UsageError(f"{what} needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
     api_url = os.environ.get("GITHUB_API_URL", "https://api.github.com")
-    return GitHubClient(build_github(token, api_url), repository), repository
+    client = GitHubClient(
+        build_github(token, api_url), repository, graphql_url=os.environ.get("GITHUB_GRAPHQL_URL")
+    )
+    return client, repository
 
 
 def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:

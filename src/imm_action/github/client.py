@@ -84,8 +84,17 @@ def _wait(budget: RetryBudget) -> Callable[[RetryCallState], float]:
 
 
 class GitHubClient:
-    def __init__(self, github: Github, repository: str, budget: RetryBudget | None = None) -> None:
+    def __init__(
+        self,
+        github: Github,
+        repository: str,
+        budget: RetryBudget | None = None,
+        *,
+        graphql_url: str | None = None,
+    ) -> None:
         self._github = github
+        # GITHUB_GRAPHQL_URL, where set, wins over the URL PyGithub derives from the REST one.
+        self._graphql_url = graphql_url or github.requester.graphql_url
         self._repository_name = repository
         self._repository: Repository | None = None
         self.budget = budget or RetryBudget()
@@ -117,7 +126,11 @@ class GitHubClient:
         """A GraphQL query (a read: safe to repeat), its `data`."""
 
         def query_once() -> dict[str, Any]:
-            _, payload = self._github.requester.graphql_query(query, variables)
+            _, payload = self._github.requester.requestJsonAndCheck(
+                "POST", self._graphql_url, input={"query": query, "variables": variables}
+            )
+            if payload.get("errors"):
+                raise GithubException(400, payload, None)
             data: dict[str, Any] = payload["data"]
             return data
 
