@@ -122,24 +122,28 @@ def batch_markdown(report: BatchRunReport, state: BatchRunState) -> str:
         f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |"
         for child in report.children
     ]
+    return "\n".join(
+        [f"# Batch `{report.batch_id}`: {report.batch_state}", *batch_body(report, state, rows)]
+    )
+
+
+def batch_body(report: BatchRunReport, state: BatchRunState, rows: list[str]) -> list[str]:
+    """Why, next, the task table and the state-coloured DAG: shared by every batch view."""
     closures = {child.task_id: child.blocked_by for child in state.children}
     status = {child.task_id: str(child.state) for child in state.children}
     order = [child.task_id for child in state.children]
-    return "\n".join(
-        [
-            f"# Batch `{report.batch_id}`: {report.batch_state}",
-            "",
-            f"**Why:** {report.reason}",
-            "",
-            f"**Next:** {report.next_action}",
-            "",
-            "| task | state | lane | reason | commit |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            "```mermaid",
-            mermaid_dag(order, closures, status, [], BATCH_STYLES),
-            "```",
-            "",
-        ]
-    )
+    return [
+        "",
+        f"**Why:** {report.reason}",
+        "",
+        f"**Next:** {report.next_action}",
+        "",
+        "| task | state | lane | reason | commit |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        "```mermaid",
+        mermaid_dag(order, closures, status, [], BATCH_STYLES),
+        "```",
+        "",
+    ]

@@ -10,7 +10,7 @@ from imm_action.github.client import GitHubClient
 from imm_action.model.initiative import GithubCarrier
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
-from imm_action.render import BATCH_STYLES, mermaid_dag
+from imm_action.render import batch_body
 
 STATE_ICONS: Mapping[str, str] = {
     "pending": "⏳", "lane_admitted": "🏃", "settled": "🏃", "lane_committed": "📦",
@@ -49,31 +49,16 @@ def status_comment(report: BatchRunReport, state: BatchRunState, repository_url:
         reason = (child.reason or "—").replace("|", "\\|").replace("\n", " ")
         icon = STATE_ICONS.get(str(child.state), "")
         rows.append(f"| {icon} `{child.task_id}` | {child.state} | {lane} | {reason} | {commit} |")
-    closures = {child.task_id: child.blocked_by for child in state.children}
-    status = {child.task_id: str(child.state) for child in state.children}
-    order = [child.task_id for child in state.children]
     done = sum(1 for child in report.children if child.state.done)
+    lanes = report.lanes_started
     return "\n".join(
         [
             status_marker(report.initiative_slug),
             f"## imm: `{report.initiative_slug}` is {report.batch_state}",
             "",
             f"{done} of {len(report.children)} tasks integrated into `{state.branch}` · "
-            f"batch `{report.batch_id}` · {report.lanes_started} "
-            f"lane{'s' if report.lanes_started != 1 else ''} started",
-            "",
-            f"**Why:** {report.reason}",
-            "",
-            f"**Next:** {report.next_action}",
-            "",
-            "| task | state | lane | reason | commit |",
-            "|---|---|---|---|---|",
-            *rows,
-            "",
-            "```mermaid",
-            mermaid_dag(order, closures, status, [], BATCH_STYLES),
-            "```",
-            "",
+            f"batch `{report.batch_id}` · {lanes} lane{'s' if lanes != 1 else ''} started",
+            *batch_body(report, state, rows),
         ]
     )
 
