@@ -21,6 +21,7 @@ from imm_action import __version__
 from imm_action.commands.io import CommandIO
 
 if TYPE_CHECKING:
+    from imm_action.carriers.github import GitHubSource
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.commands.retry import DecisionArgs
     from imm_action.github.client import GitHubClient
@@ -43,7 +44,18 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import plan
 
     args = plan.PlanArgs(ns.slug, Path(ns.repo), ns.format, ns.max_parallel)
-    return plan.run(args, io)
+    return plan.run(args, io, _github_source())
+
+
+def _github_source() -> GitHubSource | None:
+    """GitHub-carried initiatives, when the environment names a repository and a token."""
+    has_token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    if not has_token or not os.environ.get("GITHUB_REPOSITORY"):
+        return None
+    from imm_action.carriers.github import GitHubSource
+
+    client, repository = _github_client("reading a GitHub-carried initiative")
+    return GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
 
 
 def _check(ns: argparse.Namespace, io: CommandIO) -> int:

@@ -100,3 +100,31 @@ def test_a_dependency_cycle_names_the_issues(fake: FakeGitHub) -> None:
     with pytest.raises(InputError) as caught:
         read_github_initiative(_client(fake), REPO, _repo_id(fake), "loop")
     assert sorted(p.path for p in caught.value.problems) == [f"issue #{a}", f"issue #{b}"]
+
+
+def test_imm_plan_reads_a_github_carried_initiative_from_the_actions_environment(
+    fake: FakeGitHub,
+    tmp_path: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+    from pathlib import Path
+
+    from tests.conftest import initiative_files, make_repo, run_cli
+
+    files = initiative_files("gh", {"a": [], "b": ["a"]})
+    del files["docs/initiatives/gh.md"]
+    repo = make_repo(Path(str(tmp_path)) / "r", files)
+    parent = _initiative(fake, "gh")
+    first = _task(fake, parent, "gh", "a")
+    fake.link_blocked_by(REPO, _task(fake, parent, "gh", "b"), first)
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    environment |= {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY_ID": _repo_id(fake)}
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    code, out, _ = run_cli(capsys, "plan", "gh", "--repo", str(repo))
+    plan = json.loads(out)
+    assert code == 0
+    assert plan["carrier"] == {"kind": "github", "issue_number": parent}
+    assert plan["order"] == ["a", "b"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.intents import IntentFile
 from imm_action.commands.io import CommandIO
 from imm_action.model.common import canonical_model_text
@@ -29,12 +30,14 @@ class PlanArgs:
     max_parallel: int | None
 
 
-def run(args: PlanArgs, io: CommandIO) -> int:
+def run(args: PlanArgs, io: CommandIO, github: GitHubSource | None = None) -> int:
     repo = open_repo(args.repo)
     loaded = load_config(repo)
     for warning in loaded.warnings:
         io.warn(warning.render())
-    plan, intents = plan_initiative(repo, args.slug, loaded.config, max_parallel=args.max_parallel)
+    plan, intents = plan_initiative(
+        repo, args.slug, loaded.config, max_parallel=args.max_parallel, github=github
+    )
     for file in intents.values():
         for problem in file.problems:
             io.warn(f"warning: {problem.render()} (task excluded as invalid_intent)")
