@@ -11,7 +11,7 @@ from pathlib import Path
 from imm_action.commands import run as run_command
 from imm_action.commands.io import CommandIO
 from imm_action.demo.project import SLUG, create_demo_repository
-from imm_action.errors import EXIT_OK, UsageError
+from imm_action.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -39,4 +39,4 @@ def run(args: DemoArgs, io: CommandIO) -> int:
     io.say(graph.rstrip())
     io.say("")
     io.say(f"The demo repository is at {root}. Try: imm status --repo {root} --format markdown")
-    return code if code != EXIT_OK else EXIT_OK
+    return code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,4 @@ def run(args: LaneArgs, io: CommandIO) -> int:
 
 
 def _git_now() -> str:
-    import time
-
     return f"{int(time.time())} +0000"
