@@ -19,7 +19,7 @@ from imm_action.model.config import CONFIG_PATH, RepoConfig
 from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import located_messages
 from imm_action.plan.dag import CycleError
-from imm_action.plan.project import PlanInputError, PlanOptions, build_plan
+from imm_action.plan.project import PlanInputError, PlanOptions, ValidIntent, build_plan
 
 PLANS_DIR = "docs/plans"
 INITIATIVES_DIR = "docs/initiatives"
@@ -136,6 +136,15 @@ def load_initiative(repo: Path, slug: str, github: GitHubSource | None = None) -
 def load_intents(repo: Path, located: LocatedInitiative) -> dict[str, IntentFile]:
     tracked = tracked_paths(repo, PLANS_DIR)
     return read_intents(repo, (task.task_id for task in located.initiative.tasks), tracked)
+
+
+def scopes_of(intents: Mapping[str, IntentFile]) -> dict[str, tuple[str, ...]]:
+    """Each valid intent's normalised scope, by task id (what admission compares)."""
+    return {
+        task_id: tuple(file.reading.intent.scope_hint)
+        for task_id, file in intents.items()
+        if isinstance(file.reading, ValidIntent)
+    }
 
 
 def plan_initiative(

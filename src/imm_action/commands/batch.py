@@ -20,9 +20,8 @@ from imm_action.lanes.probe import LaneProbe, ProcessProbe
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchState, LocalRunner, Runner
-from imm_action.plan.project import ValidIntent
 from imm_action.verify.checks import ResultCache, Verifier
-from imm_action.workspace import load_config, open_repo, plan_initiative
+from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
 
 
 @dataclass(frozen=True)
@@ -93,11 +92,7 @@ def pass_request(
         github=batch_repo.github,
     )
     base_ref, base_head = base_of(batch_repo)
-    scopes = {
-        task_id: tuple(file.reading.intent.scope_hint)
-        for task_id, file in intents.items()
-        if isinstance(file.reading, ValidIntent)
-    }
+    scopes = scopes_of(intents)
     return PassRequest(
         slug=slug,
         plan=plan,

@@ -9,15 +9,14 @@ from pathlib import Path
 from typing import Literal
 
 from imm_action.carriers.github import GitHubSource
-from imm_action.carriers.intents import IntentFile
 from imm_action.commands.io import CommandIO
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
-from imm_action.plan.project import ValidIntent, intent_path
+from imm_action.plan.project import intent_path
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.render import plan_markdown
-from imm_action.workspace import load_config, open_repo, plan_initiative
+from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
 
 PlanFormat = Literal["json", "markdown", "matrix"]
 
@@ -46,16 +45,8 @@ def run(args: PlanArgs, io: CommandIO, github: GitHubSource | None = None) -> in
     elif args.format == "markdown":
         io.say(plan_markdown(plan))
     else:
-        io.say(json.dumps(first_wave_matrix(plan, loaded.config, intents_scope(intents))))
+        io.say(json.dumps(first_wave_matrix(plan, loaded.config, scopes_of(intents))))
     return 0
-
-
-def intents_scope(intents: Mapping[str, IntentFile]) -> dict[str, tuple[str, ...]]:
-    return {
-        task_id: tuple(file.reading.intent.scope_hint)
-        for task_id, file in intents.items()
-        if isinstance(file.reading, ValidIntent)
-    }
 
 
 def lane_branch(slug: str, task_id: str) -> str:
