@@ -34,6 +34,7 @@ class CheckResult:
     warnings: list[Problem]
     initiatives: int
     intents: int
+    parsed: tuple[LocatedInitiative, ...] = ()  # the initiatives that parsed, for --base
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> in
     result = check_repository(repo)
     problems, warnings = result.problems, result.warnings
     if args.base is not None:
-        relevant = _relevant_paths(repo, args.base)
+        relevant = _relevant_paths(repo, args.base, result.parsed)
         problems = [problem for problem in problems if problem.path in relevant]
         warnings = [warning for warning in warnings if warning.path in relevant]
     for item in sorted(warnings) + sorted(problems):
@@ -98,14 +99,17 @@ def check_repository(repo: Path) -> CheckResult:
     for task_id in intent_files:
         problems.extend(read_intent(repo, task_id, tracked).problems)
     slugs = sorted(path.name.removesuffix(".md") for path in (repo / INITIATIVES_DIR).glob("*.md"))
+    parsed: list[LocatedInitiative] = []
     for slug in slugs:
         try:
             located = read_local_initiative(repo, slug)
         except InputError as error:
             problems.extend(error.problems)
             continue
+        parsed.append(located)
         problems.extend(_missing_intents(located, set(intent_files)))
-    return CheckResult(problems, warnings, len(slugs), len(intent_files) + len(misnamed))
+    intents = len(intent_files) + len(misnamed)
+    return CheckResult(problems, warnings, len(slugs), intents, tuple(parsed))
 
 
 def _intent_files(repo: Path) -> tuple[list[str], list[str]]:
@@ -131,16 +135,11 @@ def _missing_intents(located: LocatedInitiative, have: set[str]) -> list[Problem
     ]
 
 
-def _relevant_paths(repo: Path, base: str) -> set[str]:
+def _relevant_paths(repo: Path, base: str, initiatives: tuple[LocatedInitiative, ...]) -> set[str]:
     """Changed files, plus the initiatives whose tasks' intents changed."""
     changed = changed_paths(repo, base)
     relevant = set(changed)
-    for path in (repo / INITIATIVES_DIR).glob("*.md"):
-        slug = path.name.removesuffix(".md")
-        try:
-            located = read_local_initiative(repo, slug)
-        except InputError:
-            continue
+    for located in initiatives:
         if any(intent_path(task.task_id) in changed for task in located.initiative.tasks):
-            relevant.add(initiative_path(slug))
+            relevant.add(initiative_path(located.initiative.slug))
     return relevant
