@@ -197,3 +197,29 @@ def test_a_new_batch_refuses_a_batch_branch_it_does_not_know(tmp_path: Path) -> 
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     with pytest.raises(UsageError, match="holds work that is not in main"):
         run_pass(repo)
+
+
+def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+    import subprocess
+
+    from imm_action.commands.batch import open_batch_repo, pass_ports, pass_request
+    from imm_action.integrate.reconcile import reconcile
+    from imm_action.model.state import LocalRunner
+
+    repo = make_project(tmp_path / "r", {"a": []})
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a coordinator pid that no longer exists
+    batch_repo = open_batch_repo(repo, None)
+    owner = LocalRunner(path="lane.log", pid=gone.pid)
+    request = pass_request(
+        batch_repo, "init", batch_id=None, admit=True, runner_for=lambda _: owner
+    )
+    reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin"))
+    # `imm reconcile` (not the coordinator) looks next: the owner is dead, the lane orphaned.
+    request = dataclasses.replace(request, admit=False)
+    reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin"))
+    (child,) = current(repo).state.children
+    assert (str(child.state), child.attempts) == ("pending", 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from imm_action.git.repo import GitRepo
 from imm_action.integrate.reconcile import PassPorts, PassRequest
 from imm_action.integrate.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
-from imm_action.lanes.probe import LaneProbe, ProcessProbe
+from imm_action.lanes.probe import CoordinatorProbe, LaneProbe
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchState, LocalRunner, Runner
@@ -137,7 +138,7 @@ def pass_ports(
 
     return PassPorts(
         refs=batch_repo.refs,
-        probe=probe or ProcessProbe(),
+        probe=probe or CoordinatorProbe(os.getpid(), set()),
         verifier=verifier,
         clock=now,
         log=log,

@@ -19,27 +19,12 @@ class LaneProbe(Protocol):
     def status(self, runner: Runner) -> RunnerStatus: ...
 
 
-class ProcessProbe:
-    """Local lanes: a recorded pid that no longer exists has finished."""
-
-    def status(self, runner: Runner) -> RunnerStatus:
-        match runner:
-            case LocalRunner(pid=None):
-                return RunnerStatus.RUNNING
-            case LocalRunner(pid=pid):
-                assert pid is not None
-                return RunnerStatus.RUNNING if _alive(pid) else RunnerStatus.FINISHED
-            case GithubRunner():
-                return RunnerStatus.RUNNING
-        raise AssertionError(runner)
-
-
 class CoordinatorProbe:
     """Local lanes under `imm run`: the runner's pid is the coordinator that owns the lane.
 
     Our own lanes are finished when we saw their process exit without an outcome. A lane owned
     by another coordinator that is gone was orphaned by its death: started again, not counted
-    as an attempt."""
+    as an attempt. Outside `imm run` (own pid matches no lane) every dead owner is such a death."""
 
     def __init__(self, own_pid: int, exited: set[str]) -> None:
         self._own_pid = own_pid
