@@ -22,12 +22,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # the fake GitHub is test code under tests/
 
 from imm_action.carriers.github import GitHubSource  # noqa: E402
 from imm_action.commands import reconcile  # noqa: E402
 from imm_action.commands.io import CommandIO  # noqa: E402
 from imm_action.github.client import GitHubClient, build_github  # noqa: E402
-from imm_action.testing.fake_github import FakeGitHub  # noqa: E402
+from tests.fake_github import FakeGitHub  # noqa: E402
 
 REPO = "acme/widgets"
 DESCRIPTOR = json.dumps({"contract": "assurance_kernel/verification_descriptor/v2",

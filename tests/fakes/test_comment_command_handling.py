@@ -14,9 +14,9 @@ from imm_action.commands import command
 from imm_action.commands.batch_operations import RepoBatchOperations
 from imm_action.commands.io import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from imm_action.testing.fake_github import FakeGitHub
 from tests.batch_helpers import make_project
 from tests.conftest import assert_golden
+from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
 INITIATIVE_BODY = "<!-- immune-brain:initiative-id=init -->\nThe initiative."

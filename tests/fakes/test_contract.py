@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from imm_action.testing.fake_github import FakeGitHub
+from tests.fake_github import FakeGitHub
 from tests.fakes.github_openapi import validator
 
 REPO = "acme/widgets"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from github import Auth, BadCredentialsException, Github, GithubException, GithubRetry
 
-from imm_action.testing.fake_github import FakeGitHub, Fault
+from tests.fake_github import FakeGitHub, Fault
 
 REPO = "acme/widgets"
 

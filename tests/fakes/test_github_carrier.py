@@ -10,7 +10,7 @@ import pytest
 from imm_action.carriers.github import read_github_initiative
 from imm_action.errors import InputError
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from imm_action.testing.fake_github import FakeGitHub
+from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
 

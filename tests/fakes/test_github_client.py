@@ -14,7 +14,7 @@ from imm_action.github.client import (
     allows,
     build_github,
 )
-from imm_action.testing.fake_github import FakeGitHub, Fault
+from tests.fake_github import FakeGitHub, Fault
 
 REPO = "acme/widgets"
 MARKER = "<!-- imm-status:shop -->"

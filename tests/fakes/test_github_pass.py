@@ -14,9 +14,9 @@ from imm_action.carriers.github import GitHubSource
 from imm_action.commands import reconcile
 from imm_action.commands.io import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from imm_action.testing.fake_github import FakeGitHub, Fault
 from tests.batch_helpers import publish
 from tests.conftest import initiative_files, make_repo
+from tests.fake_github import FakeGitHub, Fault
 
 REPO = "acme/widgets"
 

@@ -13,9 +13,9 @@ from imm_action.github.reporting import ReportTarget, publish_report, status_com
 from imm_action.integrate.decide import build_report, decide
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState
-from imm_action.testing.fake_github import FakeGitHub
 from tests.batch_helpers import current, make_project, publish, run_pass, work
 from tests.conftest import assert_golden
+from tests.fake_github import FakeGitHub
 from tests.unit.test_transitions import _initial
 
 REPO = "acme/widgets"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from imm_action.testing.fake_github.state import FakeRepo, FakeState, Json, now_iso
+from tests.fake_github.state import FakeRepo, FakeState, Json, now_iso
 
 PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")

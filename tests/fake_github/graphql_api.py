@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from imm_action.testing.fake_github.state import FakeRepo, FakeState, Json
+from tests.fake_github.state import FakeRepo, FakeState, Json
 
 SDL = """
 type Query {

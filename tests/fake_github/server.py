@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from imm_action.testing.fake_github.faults import Fault, FaultPlan
-from imm_action.testing.fake_github.routes import ROUTES, ApiError, Call
-from imm_action.testing.fake_github.state import FakeRepo, FakeState
+from tests.fake_github.faults import Fault, FaultPlan
+from tests.fake_github.routes import ROUTES, ApiError, Call
+from tests.fake_github.state import FakeRepo, FakeState
 
 DOCS = "https://docs.github.com/rest"
 SECONDARY_LIMIT_MESSAGE = (
@@ -183,7 +183,7 @@ class FakeGitHub:
         return _error(404, "Not Found")
 
     def _graphql(self, raw: bytes) -> _Response:
-        from imm_action.testing.fake_github.graphql_api import GraphQLApi
+        from tests.fake_github.graphql_api import GraphQLApi
 
         try:
             request = json.loads(raw)

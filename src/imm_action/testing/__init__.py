@@ -1,1 +1,0 @@
-"""Test doubles that behave like the real thing (used by the tests and the benchmarks)."""
