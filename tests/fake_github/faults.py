@@ -17,6 +17,7 @@ class Fault(Enum):
     RESET = "reset"  # the connection drops before the request is handled
     RESET_AFTER_WRITE = "reset_after_write"  # handled (a POST took effect), then the line drops
     SLOW = "slow"
+    GRAPHQL_TIMEOUT = "graphql_timeout"  # HTTP 200, `errors`: GitHub's "something went wrong"
 
 
 class FaultPlan:

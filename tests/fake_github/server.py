@@ -23,6 +23,11 @@ SECONDARY_LIMIT_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
 )
 
+GRAPHQL_TIMEOUT = (
+    "Something went wrong while executing your query. This may be the result of a timeout, "
+    "or it could be a GitHub bug. Please include `ABCD:1234` when reporting this issue."
+)
+
 
 @dataclass(frozen=True)
 class LoggedRequest:
@@ -141,6 +146,11 @@ class FakeGitHub:
     def link_blocked_by(self, full_name: str, issue: int, blocker: int) -> None:
         with self._lock:
             self.repo(full_name).blocked_by.setdefault(issue, []).append(blocker)
+
+    def hide_from_search(self, full_name: str, number: int) -> None:
+        """Issue `number` is not found by search yet (GitHub indexes new issues with a delay)."""
+        with self._lock:
+            self.repo(full_name).unindexed.add(number)
 
     def repo(self, full_name: str) -> FakeRepo:
         return self.state.repos[full_name]
@@ -318,6 +328,8 @@ def _injected_response(fault: Fault | None) -> _Response | None:
         case Fault.SECONDARY_RATE_LIMIT:
             payload = {"message": SECONDARY_LIMIT_MESSAGE, "documentation_url": DOCS}
             return _Response(403, payload, {"Retry-After": "1"})
+        case Fault.GRAPHQL_TIMEOUT:
+            return _Response(200, {"data": None, "errors": [{"message": GRAPHQL_TIMEOUT}]}, {})
         case Fault.SECONDARY_RATE_LIMIT_BARE:
             return _Response(
                 403, {"message": SECONDARY_LIMIT_MESSAGE, "documentation_url": DOCS}, {}

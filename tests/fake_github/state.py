@@ -51,6 +51,8 @@ class FakeRepo:
     sub_issues: dict[int, list[int]] = field(default_factory=dict)  # parent -> children
     blocked_by: dict[int, list[int]] = field(default_factory=dict)  # issue -> blockers
     check_runs_refused: bool = False  # a token without checks:write gets 403 on check runs
+    # Issues GitHub's search index has not caught up with yet (search is eventually consistent).
+    unindexed: set[int] = field(default_factory=set)
 
     @property
     def full_name(self) -> str:

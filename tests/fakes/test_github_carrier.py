@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from imm_action.carriers.github import read_github_initiative
+from imm_action.carriers.github import GitHubSource, issue_reference, read_github_initiative
 from imm_action.errors import InputError
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from tests.fake_github import FakeGitHub
@@ -38,20 +38,89 @@ def _task(fake: FakeGitHub, parent: int, slug: str, task_id: str, **overrides: s
     return fake.add_tracker_task(REPO, parent, slug, task_id, **overrides)
 
 
-@pytest.mark.parametrize(("tasks", "requests"), [(100, 1), (250, 3)])
-def test_a_tracker_initiative_is_read_with_one_query_per_hundred_tasks(
-    fake: FakeGitHub, tasks: int, requests: int
-) -> None:
-    parent = _initiative(fake, "big")
-    numbers = [_task(fake, parent, "big", f"t{index:03d}") for index in range(tasks)]
+def _big(fake: FakeGitHub, slug: str, tasks: int) -> int:
+    parent = _initiative(fake, slug)
+    numbers = [_task(fake, parent, slug, f"t{index:03d}") for index in range(tasks)]
     for index in range(1, tasks):
         fake.link_blocked_by(REPO, numbers[index], numbers[index - 1])
-    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "big")
+    return parent
+
+
+@pytest.mark.parametrize(("tasks", "requests"), [(100, 1), (250, 3)])
+def test_a_tracker_issue_known_by_number_is_read_with_one_query_per_hundred_tasks(
+    fake: FakeGitHub, tasks: int, requests: int
+) -> None:
+    parent = _big(fake, "big", tasks)
+    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "big", parent)
     assert len(located.initiative.tasks) == tasks
     assert located.initiative.tasks[5].blocked_by == ["t004"]
+    assert located.initiative.tasks[-1].blocked_by == [f"t{tasks - 2:03d}"]
     assert located.initiative.carrier.issue_number == parent  # type: ignore[union-attr]
     assert len(fake.requests_to("POST", "/graphql")) == requests
     assert len(fake.requests) == requests  # and nothing else
+
+
+@pytest.mark.parametrize(("tasks", "requests"), [(100, 2), (250, 4)])
+def test_a_tracker_issue_found_by_search_costs_one_query_more(
+    fake: FakeGitHub, tasks: int, requests: int
+) -> None:
+    _big(fake, "big", tasks)
+    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "big")
+    assert len(located.initiative.tasks) == tasks
+    assert len(fake.requests) == requests
+
+
+def test_a_tracker_issue_search_has_not_indexed_yet_is_found_by_listing_newest_first(
+    fake: FakeGitHub,
+) -> None:
+    parent = _big(fake, "fresh", 3)
+    fake.hide_from_search(REPO, parent)
+    for index in range(150):  # newer issues to page past: the tracker is on the second page
+        fake.state.new_issue(fake.repo(REPO), f"noise {index}", "nothing here", "acme")
+    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "fresh")
+    assert located.initiative.carrier.issue_number == parent  # type: ignore[union-attr]
+    assert [task.task_id for task in located.initiative.tasks] == ["t000", "t001", "t002"]
+    assert len(fake.requests) == 4  # search, two listing pages, the read
+
+
+def test_a_tracker_issue_search_has_not_indexed_yet_is_read_by_its_number(
+    fake: FakeGitHub,
+) -> None:
+    parent = _big(fake, "fresh", 3)
+    fake.hide_from_search(REPO, parent)
+    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "fresh", parent)
+    assert len(located.initiative.tasks) == 3
+    assert len(fake.requests) == 1
+
+
+def test_a_task_with_more_than_a_hundred_blockers_is_read_completely(fake: FakeGitHub) -> None:
+    parent = _initiative(fake, "wide")
+    blockers = [f"b{index:03d}" for index in range(120)]
+    numbers = [_task(fake, parent, "wide", task) for task in blockers]
+    last = _task(fake, parent, "wide", "last")
+    for number in numbers:
+        fake.link_blocked_by(REPO, last, number)
+    located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "wide", parent)
+    assert sorted(located.initiative.tasks[-1].blocked_by) == blockers
+    assert len(fake.requests) == 3  # sub-issues 1-100, 101-121, the last task's blockers 101-120
+
+
+def test_an_issue_number_input_names_the_initiative_it_carries(fake: FakeGitHub) -> None:
+    parent = _big(fake, "named", 2)
+    other = int(fake.state.new_issue(fake.repo(REPO), "plain", "no markers", "acme")["number"])
+    source = GitHubSource(_client(fake), REPO, _repo_id(fake))
+    assert issue_reference(f"#{parent}") == parent
+    assert issue_reference("named") is None
+    assert source.slug_of(parent) == "named"
+    with pytest.raises(InputError, match=f"issue #{other}: is not an Initiative issue"):
+        source.slug_of(other)
+
+
+def test_a_number_that_is_not_the_initiatives_tracker_is_refused(fake: FakeGitHub) -> None:
+    _big(fake, "one", 1)
+    other = _big(fake, "two", 1)
+    with pytest.raises(InputError, match=f"issue #{other}: does not carry the Initiative markers"):
+        read_github_initiative(_client(fake), REPO, _repo_id(fake), "one", other)
 
 
 def test_an_issue_written_by_hand_carries_slices_in_its_body(fake: FakeGitHub) -> None:

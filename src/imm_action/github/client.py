@@ -5,6 +5,7 @@ a check name) before they create, so a retry never duplicates a comment, a PR or
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from tenacity import (
 )
 from urllib3.util.retry import Retry
 
-from imm_action.errors import ImmError
+from imm_action.errors import EXIT_INVALID_INPUT, ImmError
 
 T = TypeVar("T")
 PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
@@ -32,6 +33,41 @@ PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
 
 class GitHubUnavailableError(ImmError):
     """GitHub kept failing past our retry budget; nothing half-done was left behind."""
+
+
+class GitHubQueryError(ImmError):
+    """GitHub refused a GraphQL query (invalid document, unknown repository or issue, no
+    access): the request's fault, so exit 2 with GitHub's own words."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+
+class _TransientQueryError(Exception):
+    """A GraphQL answer whose errors GitHub marks as passing (rate limit, timeout)."""
+
+
+# Error types GitHub gives to failures that a later attempt may not meet.
+_TRANSIENT_TYPES = frozenset({"RATE_LIMITED", "SERVICE_UNAVAILABLE", "TIMEOUT", "INTERNAL"})
+_TRANSIENT_WORDS = ("something went wrong", "timeout", "timed out", "try again")
+_OPERATION = re.compile(r"\b(query|mutation)\s+([_A-Za-z][_0-9A-Za-z]*)")
+
+
+def operation_name(document: str) -> str:
+    found = _OPERATION.search(document)
+    return found.group(2) if found else "(anonymous)"
+
+
+def _query_failure(document: str, errors: Sequence[Any]) -> Exception:
+    messages = [
+        str(error.get("message", error)) if isinstance(error, dict) else str(error)
+        for error in errors
+    ] or ["no message"]
+    types = {str(error.get("type", "")) for error in errors if isinstance(error, dict)}
+    transient = bool(types & _TRANSIENT_TYPES) or any(
+        word in message.lower() for message in messages for word in _TRANSIENT_WORDS
+    )
+    text = f"GitHub refused the GraphQL query {operation_name(document)}: " + "; ".join(messages)
+    return _TransientQueryError(text) if transient else GitHubQueryError(text)
 
 
 @dataclass(frozen=True)
@@ -68,7 +104,9 @@ def _retriable(error: BaseException) -> bool:
     if isinstance(error, GithubException):
         secondary = error.status == 403 and "rate limit" in str(error.data).lower()
         return error.status >= 500 or error.status == 429 or secondary
-    return isinstance(error, requests.exceptions.RequestException | ConnectionError)
+    return isinstance(
+        error, requests.exceptions.RequestException | ConnectionError | _TransientQueryError
+    )
 
 
 def _wait(budget: RetryBudget) -> Callable[[RetryCallState], float]:
@@ -114,7 +152,12 @@ class GitHubClient:
         )
         try:
             return retrying(operation)
-        except (GithubException, requests.exceptions.RequestException, ConnectionError) as error:
+        except (
+            GithubException,
+            requests.exceptions.RequestException,
+            ConnectionError,
+            _TransientQueryError,
+        ) as error:
             if _retriable(error):
                 raise GitHubUnavailableError(
                     f"GitHub kept failing while trying to {what} "
@@ -123,18 +166,26 @@ class GitHubClient:
             raise
 
     def graphql(self, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-        """A GraphQL query (a read: safe to repeat), its `data`."""
+        """A GraphQL query (a read: safe to repeat), its `data`. GitHub answers a refused query
+        with `errors` (HTTP 200, or 400/422): a clear failure naming the query and GitHub's
+        message, retried only when GitHub says it is passing."""
 
         def query_once() -> dict[str, Any]:
-            _, payload = self._github.requester.requestJsonAndCheck(
-                "POST", self._graphql_url, input={"query": query, "variables": variables}
-            )
-            if payload.get("errors"):
-                raise GithubException(400, payload, None)
+            try:
+                _, payload = self._github.requester.requestJsonAndCheck(
+                    "POST", self._graphql_url, input={"query": query, "variables": variables}
+                )
+            except GithubException as error:
+                if error.status in (400, 422) and isinstance(error.data, dict):
+                    found = error.data.get("errors") or [error.data]
+                    raise _query_failure(query, found) from None
+                raise
+            if payload.get("errors") or payload.get("data") is None:
+                raise _query_failure(query, payload.get("errors") or [])
             data: dict[str, Any] = payload["data"]
             return data
 
-        return self.call("read from GitHub's GraphQL API", query_once)
+        return self.call(f"run the GraphQL query {operation_name(query)}", query_once)
 
     # -- comments --------------------------------------------------------------------------------
     def upsert_comment(self, issue_number: int, marker: str, body: str) -> IssueComment:
