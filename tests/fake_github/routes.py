@@ -65,6 +65,7 @@ TEMPLATES = {
     "update_comment": f"{_R}/issues/comments/{{comment_id}}",
     "react": f"{_R}/issues/comments/{{comment_id}}/reactions",
     "create_check_run": f"{_R}/check-runs", "update_check_run": f"{_R}/check-runs/{{check_run_id}}",
+    "list_annotations": f"{_R}/check-runs/{{check_run_id}}/annotations",
     "list_check_runs": f"{_R}/commits/{{ref}}/check-runs", "create_status": f"{_R}/statuses/{{sha}}",
     "list_statuses": f"{_R}/commits/{{ref}}/statuses", "list_pulls": f"{_R}/pulls",
     "create_pull": f"{_R}/pulls", "update_pull": f"{_R}/pulls/{{pull_number}}",
@@ -215,9 +216,11 @@ def create_check_run(call: Call) -> tuple[int, Any]:
             "started_at": now_iso(), "completed_at": None, "name": name,
             "output": {"title": None, "summary": None, "text": None, "annotations_count": 0,
                        "annotations_url": ""},
-            "check_suite": {"id": 1}, "app": None, "pull_requests": [], "annotations": [],
+            "check_suite": {"id": 1}, "app": None, "pull_requests": [],
         }  # fmt: skip
-        call.repo.check_runs[run_id] = _apply_check(run, call.body)
+        run["output"]["annotations_url"] = f"{run['url']}/annotations"
+        call.repo.annotations[run_id] = []
+        call.repo.check_runs[run_id] = _apply_check(call, run)
         return 201, run
 
 
@@ -228,10 +231,22 @@ def update_check_run(call: Call) -> tuple[int, Any]:
         run = call.repo.check_runs.get(call.number("run_id"))
         if run is None:
             raise ApiError(404, "Not Found")
-        return 200, _apply_check(run, call.body)
+        return 200, _apply_check(call, run)
 
 
-def _apply_check(run: Json, body: Json) -> Json:
+@route("GET", "{REPO}/check-runs/(?P<run_id>[0-9]+)/annotations")
+def list_annotations(call: Call) -> tuple[int, Any]:
+    annotations = call.repo.annotations.get(call.number("run_id"))
+    if annotations is None:
+        raise ApiError(404, "Not Found")
+    return 200, list(annotations)
+
+
+def _apply_check(call: Call, run: Json) -> Json:
+    """GitHub's semantics: output fields replace, annotations are APPENDED to the ones the run
+    already has ("each time you update the check run, annotations are appended"), at most 50
+    per request."""
+    body = call.body
     if body.get("conclusion"):
         run["status"], run["conclusion"] = "completed", body["conclusion"]
         run["completed_at"] = now_iso()
@@ -242,8 +257,19 @@ def _apply_check(run: Json, body: Json) -> Json:
         if key in output:
             run["output"][key] = output[key]
     annotations = output.get("annotations") or []
-    run["annotations"] = [*run["annotations"], *annotations]
-    run["output"]["annotations_count"] = len(run["annotations"])
+    if len(annotations) > 50:
+        raise ApiError(422, "Invalid request.\n\nOnly 50 annotations are allowed per request.")
+    stored = call.repo.annotations.setdefault(run["id"], [])
+    blob = f"https://github.example/{call.repo.full_name}/blob/{run['head_sha']}"
+    stored.extend(
+        {"path": a["path"], "start_line": a["start_line"], "end_line": a["end_line"],
+         "start_column": a.get("start_column"), "end_column": a.get("end_column"),
+         "annotation_level": a["annotation_level"], "title": a.get("title"),
+         "message": a["message"], "raw_details": a.get("raw_details"),
+         "blob_href": f"{blob}/{a['path']}"}
+        for a in annotations
+    )  # fmt: skip
+    run["output"]["annotations_count"] = len(stored)
     return run
 
 

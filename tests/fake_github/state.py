@@ -42,6 +42,7 @@ class FakeRepo:
     comments: dict[int, Json] = field(default_factory=dict)
     reactions: dict[int, list[Json]] = field(default_factory=dict)  # comment id -> reactions
     check_runs: dict[int, Json] = field(default_factory=dict)
+    annotations: dict[int, list[Json]] = field(default_factory=dict)  # check run id -> appended
     statuses: list[Json] = field(default_factory=list)
     pulls: dict[int, Json] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> permission

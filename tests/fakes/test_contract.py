@@ -36,7 +36,14 @@ def exercise_every_route(fake: FakeGitHub) -> None:
     repo.get_issue(issue.number).get_comment(comment.id).body  # noqa: B018
     client.react(issue.number, comment.id, "eyes")
     client.report_check(SHA, "imm: x", conclusion=None, title="running", summary="s")
-    client.report_check(SHA, "imm: x", conclusion="success", title="done", summary="s")
+    annotation = {"path": "a.md", "start_line": 1, "end_line": 1,
+                  "annotation_level": "warning", "message": "m"}  # fmt: skip
+    client.report_check(
+        SHA, "imm: x", conclusion="success", title="done", summary="s", annotations=[annotation]
+    )
+    client.report_check(
+        SHA, "imm: x", conclusion="success", title="done", summary="s", annotations=[annotation]
+    )
     repo.get_commit(SHA).create_status("success", description="ok", context="imm: x")
     client.ensure_pull("imm/x", "main", "imm: x", "report")
     client.ensure_pull("imm/x", "main", "imm: x", "report 2")

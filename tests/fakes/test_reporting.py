@@ -75,28 +75,54 @@ def test_publishing_a_report_costs_at_most_ten_requests_whatever_the_task_count(
     assert len(repo.check_runs) == 1
 
 
-def test_imm_check_reports_a_check_run_with_annotations_at_file_and_line(
-    fake: FakeGitHub, tmp_path: Path
-) -> None:
-    import io as text_io
+def _broken_intent_repo(tmp_path: Path, problems: int = 1) -> Path:
     import json
 
-    from imm_action.commands import check
-    from imm_action.commands.io import CommandIO
     from tests.conftest import initiative_files, intent, make_repo
 
     files = initiative_files("init", {"a": [], "b": ["a"]})
-    files["docs/plans/b.intent.json"] = json.dumps({**intent("b"), "colour": "red"}, indent=2)
-    repo = make_repo(tmp_path / "r", files)
-    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
-    sink = text_io.StringIO()
-    code = check.run(
-        check.CheckArgs(repo, None), CommandIO(sink, sink), check.CheckReport(client, "f" * 40)
-    )
+    extra = {f"colour{index}": "red" for index in range(problems)}
+    files["docs/plans/b.intent.json"] = json.dumps({**intent("b"), **extra}, indent=2)
+    return make_repo(tmp_path / "r", files)
+
+
+def _check_report(
+    fake: FakeGitHub,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> int:
+    from tests.conftest import run_cli
+
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO,
+                   "GITHUB_API_URL": fake.url, "GITHUB_SHA": "f" * 40}  # fmt: skip
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    code, _, _ = run_cli(capsys, "check", "--repo", str(repo), "--report")
+    return code
+
+
+def test_imm_check_reports_a_check_run_with_annotations_at_file_and_line(
+    fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    code = _check_report(fake, _broken_intent_repo(tmp_path), monkeypatch, capsys)
     assert code == 2
     (run,) = fake.repo(REPO).check_runs.values()
     assert (run["name"], run["conclusion"]) == ("imm check", "failure")
-    assert run["annotations"] == [
-        {"path": "docs/plans/b.intent.json", "start_line": 18, "end_line": 18,
-         "annotation_level": "failure", "message": "colour: unknown key"}
-    ]  # fmt: skip
+    assert [
+        (a["path"], a["start_line"], a["annotation_level"], a["message"])
+        for a in fake.repo(REPO).annotations[run["id"]]
+    ] == [("docs/plans/b.intent.json", 18, "failure", "colour0: unknown key")]
+
+
+def test_imm_check_report_run_twice_on_one_commit_leaves_each_annotation_once(
+    fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    repo = _broken_intent_repo(tmp_path, problems=60)  # more than GitHub takes in one request
+    assert _check_report(fake, repo, monkeypatch, capsys) == 2
+    assert _check_report(fake, repo, monkeypatch, capsys) == 2
+    (run,) = fake.repo(REPO).check_runs.values()
+    messages = [a["message"] for a in fake.repo(REPO).annotations[run["id"]]]
+    assert sorted(messages) == sorted(f"colour{index}: unknown key" for index in range(60))

@@ -6,7 +6,7 @@ a check name) before they create, so a retry never duplicates a comment, a PR or
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -229,10 +229,15 @@ class GitHubClient:
 
         def check() -> str:
             output: dict[str, Any] = {"title": title, "summary": summary[:65_000]}
-            if annotations:
-                output["annotations"] = list(annotations)[:50]
             existing = self._check_run(head_sha, name)
-            fields: dict[str, Any] = {"output": output}
+            # GitHub appends the annotations of every update to those the run has: send only
+            # the ones it does not have yet (a rerun, or a retry after a lost response), and at
+            # most 50 per request, as GitHub requires.
+            have = set()
+            if existing is not None and annotations:
+                have = {_annotation_key(a.raw_data) for a in existing.get_annotations()}
+            fresh = _new_annotations(annotations, have)
+            fields: dict[str, Any] = {"output": {**output, "annotations": fresh[:50]}}
             if conclusion is None:
                 fields["status"] = "in_progress"
             else:
@@ -240,7 +245,9 @@ class GitHubClient:
             if existing is not None:
                 existing.edit(**fields)
             else:
-                self._repo().create_check_run(name=name, head_sha=head_sha, **fields)
+                existing = self._repo().create_check_run(name=name, head_sha=head_sha, **fields)
+            for start in range(50, len(fresh), 50):
+                existing.edit(output={**output, "annotations": fresh[start : start + 50]})
             return "check_run"
 
         try:
@@ -306,6 +313,25 @@ class GitHubClient:
                 raise GithubException(500, {"message": "dispatch was not accepted"}, None)
 
         self.call(f"dispatch {workflow}", send)
+
+
+def _annotation_key(annotation: Mapping[str, Any]) -> tuple[object, ...]:
+    return tuple(
+        annotation.get(key)
+        for key in ("path", "start_line", "end_line", "annotation_level", "message")
+    )
+
+
+def _new_annotations(
+    annotations: Sequence[Mapping[str, Any]], have: set[tuple[object, ...]]
+) -> list[dict[str, Any]]:
+    fresh = []
+    for annotation in annotations:
+        key = _annotation_key(annotation)
+        if key not in have:
+            have.add(key)
+            fresh.append(dict(annotation))
+    return fresh
 
 
 def allows(role: str, needed: str) -> bool:
