@@ -17,6 +17,7 @@ from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from tests.batch_helpers import make_project
 from tests.conftest import assert_golden
 from tests.fake_github import FakeGitHub
+from tests.webhook_examples import example
 
 REPO = "acme/widgets"
 INITIATIVE_BODY = "<!-- immune-brain:initiative-id=init -->\nThe initiative."
@@ -34,13 +35,11 @@ def fake() -> Iterator[FakeGitHub]:
 def _event(tmp_path: Path, fake: FakeGitHub, body: str, login: str) -> Path:
     repo = fake.repo(REPO)
     posted = fake.state.new_comment(repo, repo.issues[1], body, login)
-    payload = {
-        "action": "created",
-        "comment": {"id": posted["id"], "body": body, "user": {"login": login}},
-        "issue": {"number": 1, "body": INITIATIVE_BODY},
-        "repository": {"full_name": REPO, "default_branch": "main"},
-        "sender": {"login": login},
-    }
+    payload = example("issue_comment.created")
+    payload["comment"] |= {"id": posted["id"], "body": body}
+    payload["comment"]["user"]["login"] = payload["sender"]["login"] = login
+    payload["issue"] |= {"number": 1, "body": INITIATIVE_BODY}
+    payload["repository"] |= {"full_name": REPO, "default_branch": "main"}
     path = tmp_path / "event.json"
     path.write_text(json.dumps(payload))
     return path
