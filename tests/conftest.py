@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,26 @@ GIT_ENV = {
 def pinned_git(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(autouse=True)
+def rest_calls_are_documented() -> Iterator[None]:
+    """Every REST call a test makes to a fake GitHub is an operation of GitHub's OpenAPI
+    description, with documented query parameters and a JSON body that fits it."""
+    from tests.fake_github.server import SERVED_REQUESTS
+
+    SERVED_REQUESTS.clear()
+    yield
+    calls = [call for call in SERVED_REQUESTS if call.path != "/graphql"]
+    SERVED_REQUESTS.clear()
+    if not calls:
+        return
+    from tests.fakes.github_openapi import request_problems
+
+    problems = sorted(
+        {problem for c in calls for problem in request_problems(c.method, c.path, c.query, c.body)}
+    )
+    assert not problems, "undocumented GitHub calls:\n" + "\n".join(problems)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -35,6 +35,13 @@ class LoggedRequest:
     path: str
     status: int
     fault: Fault | None
+    query: str = ""  # as sent, for the check of every call against GitHub's description
+    body: bytes = b""
+
+
+# Every request any fake served in this process since the list was last cleared (the tests'
+# conftest checks each test's REST calls against GitHub's OpenAPI description).
+SERVED_REQUESTS: list[LoggedRequest] = []
 
 
 @dataclass(frozen=True)
@@ -235,9 +242,14 @@ class FakeGitHub:
         headers = {"Link": ", ".join(links)} if links else {}
         return _Response(status, payload[(page - 1) * per_page : page * per_page], headers)
 
-    def log(self, method: str, target: str, status: int, fault: Fault | None) -> None:
+    def log(
+        self, method: str, target: str, status: int, fault: Fault | None, raw: bytes = b""
+    ) -> None:
+        split = urlsplit(target)
+        logged = LoggedRequest(method, split.path, status, fault, split.query, raw)
         with self._lock:
-            self.requests.append(LoggedRequest(method, urlsplit(target).path, status, fault))
+            self.requests.append(logged)
+            SERVED_REQUESTS.append(logged)
 
     def rate_headers(self) -> dict[str, str]:
         used = len(self.requests)
@@ -276,7 +288,7 @@ def _handler_for(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             fault = fake.faults.next()
             if fault is Fault.RESET:
-                fake.log(self.command, self.path, 0, fault)
+                fake.log(self.command, self.path, 0, fault, raw)
                 self._drop()
                 return
             if fault is Fault.SLOW:
@@ -284,7 +296,7 @@ def _handler_for(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             injected = _injected_response(fault)
             headers = {key.lower(): value for key, value in self.headers.items()}
             response = injected or fake.handle(self.command, self.path, headers, raw)
-            fake.log(self.command, self.path, response.status, fault)
+            fake.log(self.command, self.path, response.status, fault, raw)
             if fault is Fault.RESET_AFTER_WRITE:
                 self._drop()
                 return

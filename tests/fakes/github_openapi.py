@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from jsonschema import Draft4Validator
@@ -91,3 +93,58 @@ def validator(template: str, method: str, status: int) -> Draft4Validator | None
     if schema is None:
         return None
     return Draft4Validator({**schema, "components": description()["components"]})
+
+
+# -- requests: every REST call the product makes is a documented operation ---------------------
+@functools.cache
+def _operations() -> list[tuple[re.Pattern[str], int, str, str]]:
+    """(path pattern, literal segments, template, method) of every documented operation."""
+    found = []
+    for template, item in description()["paths"].items():
+        pattern = re.compile(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)))
+        literal = sum(1 for part in template.split("/") if part and not part.startswith("{"))
+        for method in item:
+            if method in ("get", "post", "patch", "put", "delete"):
+                found.append((pattern, literal, template, method))
+    return found
+
+
+def _parameter(node: dict[str, Any]) -> dict[str, Any]:
+    if "$ref" in node:
+        parameter: dict[str, Any] = description()["components"]["parameters"][
+            node["$ref"].rsplit("/", 1)[-1]
+        ]
+        return parameter
+    return node
+
+
+def request_problems(method: str, path: str, query: str, body: bytes) -> list[str]:
+    """Why a REST request is not what GitHub's description documents (empty when it is)."""
+    call = f"{method} {path}{'?' + query if query else ''}"
+    matches = [
+        (literal, template)
+        for pattern, literal, template, documented in _operations()
+        if documented == method.lower() and pattern.fullmatch(path)
+    ]
+    if not matches:
+        return [f"{call}: no such operation in GitHub's OpenAPI description"]
+    template = max(matches)[1]
+    operation = description()["paths"][template][method.lower()]
+    problems = []
+    known = {
+        parameter["name"]
+        for parameter in map(_parameter, operation.get("parameters", []))
+        if parameter["in"] == "query"
+    }
+    for name in parse_qs(query, keep_blank_values=True):
+        if name not in known:
+            problems.append(f"{call}: {template} has no query parameter {name!r}")
+    if body:
+        content = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        if content is None:
+            return [*problems, f"{call}: {template} takes no JSON body"]
+        schema = {**_json_schema(content["schema"]), "components": description()["components"]}
+        for error in Draft4Validator(schema).iter_errors(json.loads(body)):
+            where = "/".join(map(str, error.absolute_path)) or "(body)"
+            problems.append(f"{call}: body at {where}: {error.message[:200]}")
+    return problems

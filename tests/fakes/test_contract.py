@@ -9,7 +9,7 @@ import pytest
 
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from tests.fake_github import FakeGitHub
-from tests.fakes.github_openapi import validator
+from tests.fakes.github_openapi import request_problems, validator
 
 REPO = "acme/widgets"
 SHA = "e" * 40
@@ -70,3 +70,24 @@ def test_every_response_validates_against_githubs_openapi_description(fake: Fake
             problems.append(f"{operation} at {where}: {error.message[:200]}")
     assert not problems, "\n".join(sorted(set(problems))[:60])
     assert len(checked) >= 20  # the operations this product calls
+
+
+def test_every_rest_call_the_product_makes_is_a_documented_operation(fake: FakeGitHub) -> None:
+    exercise_every_route(fake)
+    calls = [r for r in fake.requests if r.path != "/graphql"]
+    assert any(call.query for call in calls)  # query parameters are checked too
+    assert any(call.body for call in calls)  # and JSON bodies
+    problems = [p for c in calls for p in request_problems(c.method, c.path, c.query, c.body)]
+    assert problems == []
+
+
+def test_an_undocumented_route_parameter_or_body_is_named() -> None:
+    assert request_problems("GET", "/repos/a/b/nothing", "", b"") == [
+        "GET /repos/a/b/nothing: no such operation in GitHub's OpenAPI description"
+    ]
+    assert request_problems("GET", "/repos/a/b/issues", "state=all&bogus=1", b"") == [
+        "GET /repos/a/b/issues?state=all&bogus=1: /repos/{owner}/{repo}/issues "
+        "has no query parameter 'bogus'"
+    ]
+    (problem, *_) = request_problems("PATCH", "/repos/a/b/check-runs/5", "", b'{"status": "x"}')
+    assert problem.startswith("PATCH /repos/a/b/check-runs/5: body at status: 'x' is not one of")
