@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))  # the fake GitHub is test code under tests/
 
 from imm_action.carriers.github import GitHubSource  # noqa: E402
 from imm_action.commands import reconcile  # noqa: E402
-from imm_action.commands.io import CommandIO  # noqa: E402
+from imm_action.console import CommandIO  # noqa: E402
 from imm_action.github.client import GitHubClient, build_github  # noqa: E402
 from tests.fake_github import FakeGitHub  # noqa: E402
 

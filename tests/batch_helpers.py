@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from imm_action.commands.batch import BatchRepo, open_batch_repo, pass_ports, pass_request
+from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.reconcile import PassPorts, PassResult, reconcile
 from imm_action.integrate.refs import RefStore

@@ -10,22 +10,20 @@ import argparse
 import gc
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from imm_action import __version__
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 
 if TYPE_CHECKING:
+    from imm_action.batches.decisions import DecisionArgs
     from imm_action.carriers.github import GitHubSource
     from imm_action.commands.reconcile import GitHubReporting
-    from imm_action.commands.retry import DecisionArgs
     from imm_action.github.client import GitHubClient
-from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError, UsageError
+from imm_action.errors import UsageError
+from imm_action.exits import run_guarded
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
 
@@ -161,14 +159,14 @@ def _cancel(ns: argparse.Namespace, io: CommandIO) -> int:
 
 
 def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
-    from imm_action.commands.retry import DecisionArgs
+    from imm_action.batches.decisions import DecisionArgs
 
     return DecisionArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""))
 
 
 def _command(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.batches.operations import RepoBatchOperations
     from imm_action.commands import command
-    from imm_action.commands.batch_operations import RepoBatchOperations
     from imm_action.workspace import load_config
 
     client, _ = _github_client("imm command")
@@ -186,16 +184,36 @@ def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
     return demo.run(demo.DemoArgs(directory, dict(os.environ)), io)
 
 
-def _add_batch_options(parser: argparse.ArgumentParser, formats: tuple[str, ...]) -> None:
-    parser.add_argument("--repo", default=".", help="repository path (default: .)")
-    parser.add_argument("--batch-id", default=None, metavar="ID", help="a specific batch")
-    parser.add_argument(
-        "--remote",
-        default=None,
-        metavar="NAME",
-        help="keep batch refs on this remote (GitHub: origin)",
-    )
-    parser.add_argument("--format", choices=formats, default=formats[0])
+def _options() -> dict[str, argparse.ArgumentParser]:
+    """Each option more than one command takes, declared once (argparse parent parsers)."""
+
+    def option(*args: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parent = argparse.ArgumentParser(add_help=False)
+        parent.add_argument(*args, **kwargs)
+        return parent
+
+    return {
+        "repo": option("--repo", default=".", help="repository path (default: .)"),
+        "remote": option(
+            "--remote",
+            default=None,
+            metavar="NAME",
+            help="keep batch refs on this remote (GitHub: origin)",
+        ),
+        "batch-id": option("--batch-id", default=None, metavar="ID", help="a specific batch"),
+        "max-parallel": option(
+            "--max-parallel",
+            type=_positive_int,
+            default=None,
+            metavar="N",
+            help="at most N lanes at once",
+        ),
+        "executor": option(
+            "--executor", default=None, metavar="CMD", help="the command doing each task"
+        ),
+        "report-format": option("--format", choices=("text", "json", "markdown"), default="text"),
+        "text-format": option("--format", choices=("text",), default="text"),
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,16 +225,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"imm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    o = _options()
 
-    plan = sub.add_parser("plan", help="show the batch plan of an initiative (a dry run)")
+    plan = sub.add_parser(
+        "plan", help="show the batch plan of an initiative (a dry run)",
+        parents=[o["repo"], o["max-parallel"]],
+    )  # fmt: skip
     plan.add_argument("slug", help="the initiative slug (docs/initiatives/<slug>.md)")
-    plan.add_argument("--repo", default=".", help="repository path (default: .)")
     plan.add_argument("--format", choices=("json", "markdown", "matrix"), default="json")
-    plan.add_argument("--max-parallel", type=_positive_int, default=None, metavar="N")
     plan.set_defaults(handler=_plan)
 
-    check = sub.add_parser("check", help="validate every initiative and intent in the repository")
-    check.add_argument("--repo", default=".", help="repository path (default: .)")
+    check = sub.add_parser(
+        "check", help="validate every initiative and intent in the repository", parents=[o["repo"]]
+    )
     check.add_argument(
         "--base", default=None, metavar="REF", help="report only files changed since REF"
     )
@@ -226,12 +247,63 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     check.set_defaults(handler=_check)
 
-    _add_batch_commands(sub)
+    batch = [o["repo"], o["batch-id"], o["remote"]]
+    rec = sub.add_parser(
+        "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
+        parents=[*batch, o["report-format"]],
+    )  # fmt: skip
+    rec.add_argument("slug")
+    rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
+    rec.add_argument(
+        "--report", action="store_true",
+        help="report on GitHub (status comment, check run, PR) from the Actions environment",
+    )  # fmt: skip
+    rec.set_defaults(handler=_reconcile)
 
-    command = sub.add_parser("command", help="answer /imm commands in an issue comment event")
+    status = sub.add_parser(
+        "status", help="show a batch's report", parents=[*batch, o["report-format"]]
+    )
+    status.add_argument("slug", nargs="?", default=None)
+    status.set_defaults(handler=_status)
+
+    run = sub.add_parser(
+        "run", help="run a batch here: worktree lanes, live progress",
+        parents=[o["repo"], o["max-parallel"], o["executor"]],
+    )  # fmt: skip
+    run.add_argument("slug")
+    run.add_argument("--batch-id", default=None, metavar="ID", help="resume exactly this batch")
+    run.add_argument("--json", action="store_true", help="print the final report as JSON")
+    run.set_defaults(handler=_run)
+
+    lane = sub.add_parser(
+        "lane", help="run one admitted lane and publish its outcome",
+        parents=[o["repo"], o["remote"], o["executor"]],
+    )  # fmt: skip
+    lane.add_argument("--batch-id", required=True, metavar="ID")
+    lane.add_argument("--task", required=True, metavar="TASK")
+    lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
+    lane.set_defaults(handler=_lane)
+
+    retry = sub.add_parser(
+        "retry", help="send a parked task and its skipped dependents back to pending",
+        parents=[*batch, o["text-format"]],
+    )  # fmt: skip
+    retry.add_argument("slug")
+    retry.add_argument("task_id")
+    retry.set_defaults(handler=_retry)
+
+    cancel = sub.add_parser(
+        "cancel", help="cancel the active batch; running lanes stop",
+        parents=[*batch, o["text-format"]],
+    )  # fmt: skip
+    cancel.add_argument("slug")
+    cancel.set_defaults(handler=_cancel)
+
+    command = sub.add_parser(
+        "command", help="answer /imm commands in an issue comment event",
+        parents=[o["repo"], o["remote"]],
+    )  # fmt: skip
     command.add_argument("--event", required=True, metavar="PATH", help="the event payload file")
-    command.add_argument("--repo", default=".", help="repository path (default: .)")
-    command.add_argument("--remote", default=None, metavar="NAME")
     command.set_defaults(handler=_command)
 
     demo = sub.add_parser("demo", help="create a demo repository and run a real batch on it")
@@ -245,56 +317,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_batch_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    rec = sub.add_parser(
-        "reconcile", help="run one reconcile pass: observe, integrate, admit, report"
-    )
-    rec.add_argument("slug")
-    rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
-    rec.add_argument(
-        "--report", action="store_true",
-        help="report on GitHub (status comment, check run, PR) from the Actions environment",
-    )  # fmt: skip
-    _add_batch_options(rec, ("text", "json", "markdown"))
-    rec.set_defaults(handler=_reconcile)
-
-    status = sub.add_parser("status", help="show a batch's report")
-    status.add_argument("slug", nargs="?", default=None)
-    _add_batch_options(status, ("text", "json", "markdown"))
-    status.set_defaults(handler=_status)
-
-    run = sub.add_parser("run", help="run a batch here: worktree lanes, live progress")
-    run.add_argument("slug")
-    run.add_argument("--repo", default=".", help="repository path (default: .)")
-    run.add_argument("--max-parallel", type=_positive_int, default=None, metavar="N")
-    run.add_argument("--executor", default=None, metavar="CMD", help="the command doing each task")
-    run.add_argument("--batch-id", default=None, metavar="ID", help="resume exactly this batch")
-    run.add_argument("--json", action="store_true", help="print the final report as JSON")
-    run.set_defaults(handler=_run)
-
-    lane = sub.add_parser("lane", help="run one admitted lane and publish its outcome")
-    lane.add_argument("--batch-id", required=True, metavar="ID")
-    lane.add_argument("--task", required=True, metavar="TASK")
-    lane.add_argument("--repo", default=".", help="repository path (default: .)")
-    lane.add_argument("--remote", default=None, metavar="NAME")
-    lane.add_argument("--executor", default=None, metavar="CMD")
-    lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
-    lane.set_defaults(handler=_lane)
-
-    retry = sub.add_parser(
-        "retry", help="send a parked task and its skipped dependents back to pending"
-    )
-    retry.add_argument("slug")
-    retry.add_argument("task_id")
-    _add_batch_options(retry, ("text",))
-    retry.set_defaults(handler=_retry)
-
-    cancel = sub.add_parser("cancel", help="cancel the active batch; running lanes stop")
-    cancel.add_argument("slug")
-    _add_batch_options(cancel, ("text",))
-    cancel.set_defaults(handler=_cancel)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # A plan of 10,000 tasks allocates millions of small objects and none of them form cycles
     # worth collecting early; the default thresholds spend ~30% of `imm plan` in the collector.
@@ -302,28 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     handler: Handler = ns.handler
-    return run_guarded(ns.command, lambda io: handler(ns, io), CommandIO(sys.stdout, sys.stderr))
-
-
-def run_guarded(command: str, body: Callable[[CommandIO], int], io: CommandIO) -> int:
-    """The one top-level handler: expected errors, Ctrl-C and crashes become exit codes."""
-    try:
-        return body(io)
-    except ImmError as error:
-        io.warn(f"imm {command}: {error}" if "\n" not in str(error) else str(error))
-        return error.exit_code
-    except KeyboardInterrupt:
-        io.warn(f"imm {command}: interrupted")
-        return EXIT_INTERRUPTED
-    except Exception as error:  # the one place an unexpected error is reported, with a log
-        log = _write_crash_log(command)
-        io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
-        return EXIT_UNEXPECTED
-
-
-def _write_crash_log(command: str) -> Path:
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    directory = Path(os.environ.get("RUNNER_TEMP") or tempfile.gettempdir())
-    path = directory / f"imm-{command}-{stamp}-{os.getpid()}.log"
-    path.write_text(traceback.format_exc(), encoding="utf-8")
-    return path
+    runner_temp = os.environ.get("RUNNER_TEMP")
+    return run_guarded(
+        ns.command,
+        lambda io: handler(ns, io),
+        CommandIO(sys.stdout, sys.stderr),
+        crash_dir=Path(runner_temp) if runner_temp else None,
+    )

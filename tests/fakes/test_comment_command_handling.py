@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.batches.operations import RepoBatchOperations
 from imm_action.commands import command
-from imm_action.commands.batch_operations import RepoBatchOperations
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from tests.batch_helpers import make_project
 from tests.conftest import assert_golden

@@ -12,7 +12,7 @@ import pytest
 
 from imm_action.carriers.github import GitHubSource
 from imm_action.commands import reconcile
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from tests.batch_helpers import publish
 from tests.conftest import initiative_files, make_repo

@@ -205,7 +205,7 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
     import dataclasses
     import subprocess
 
-    from imm_action.commands.batch import open_batch_repo, pass_ports, pass_request
+    from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
     from imm_action.integrate.reconcile import reconcile
     from imm_action.model.state import LocalRunner
 

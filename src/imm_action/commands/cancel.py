@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from imm_action.commands.io import CommandIO
-from imm_action.commands.retry import DecisionArgs, apply_decision
+from imm_action.batches.decisions import DecisionArgs, apply_decision
+from imm_action.console import CommandIO
 from imm_action.integrate import transitions
 
 

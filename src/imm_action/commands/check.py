@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from imm_action.carriers.intents import read_intent
 from imm_action.carriers.local import initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
 from imm_action.git import changed_paths, tracked_paths
 from imm_action.model.common import is_identifier

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, allows
 from imm_action.github.comment_commands import HELP, Command, Unknown, parse_comment
 from imm_action.github.events import IssueCommentEvent, read_event

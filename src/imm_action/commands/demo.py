@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imm_action.commands import run as run_command
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.demo.project import SLUG, create_demo_repository
 from imm_action.errors import UsageError
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from imm_action.commands.batch import open_batch_repo
-from imm_action.commands.io import CommandIO
+from imm_action.batches.repo import open_batch_repo
+from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.run import LaneSpec, run_lane

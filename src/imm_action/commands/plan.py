@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from imm_action.carriers.github import GitHubSource
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan

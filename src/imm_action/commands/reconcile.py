@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from imm_action.batches.output import exit_code_for, print_report
+from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
 from imm_action.carriers.github import GitHubSource
-from imm_action.commands.batch import BatchRepo, open_batch_repo, pass_ports, pass_request
-from imm_action.commands.io import CommandIO
-from imm_action.commands.status import exit_code_for, print_report
+from imm_action.console import CommandIO
+from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.reconcile import reconcile
@@ -47,18 +48,18 @@ def run(args: ReconcileArgs, io: CommandIO, github: GitHubReporting | None = Non
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored
-    assert stored.report is not None
     if github is not None:
         _report(github, batch_repo, stored, args)
-    print_report(stored.report, stored.state, args.format, io)
+    print_report(stored, args.format, io)
     return exit_code_for(stored.state.batch_state)
 
 
 def _report(
     github: GitHubReporting, batch_repo: BatchRepo, stored: StoredBatch, args: ReconcileArgs
 ) -> None:
-    assert stored.report is not None
     state = stored.state
+    if stored.report is None:
+        raise ImmError(f"batch {state.batch_id} has no report at {stored.commit[:12]}")
     branch = heads(state.branch)
     head = batch_repo.refs.read([branch])[branch] or state.base_head
     target = target_for(state, head, github.repository_url)

@@ -2,55 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from functools import partial
-from pathlib import Path
-
-from imm_action.commands.batch import open_batch_repo, pass_ports, pass_request
-from imm_action.commands.io import CommandIO
-from imm_action.commands.status import print_report
-from imm_action.errors import EXIT_OK, UsageError
-from imm_action.integrate import transitions
-from imm_action.integrate.reconcile import reconcile
-from imm_action.integrate.transitions import TransitionError
-from imm_action.model.state import BatchRunState
-
-
-@dataclass(frozen=True)
-class DecisionArgs:
-    """Where a person's decision goes: which batch of which initiative, in which repository."""
-
-    slug: str
-    repo: Path
-    batch_id: str | None
-    remote: str | None
-    path_env: str
+from imm_action.batches.decisions import DecisionArgs, apply_decision, retry_decision
+from imm_action.console import CommandIO
 
 
 def run(args: DecisionArgs, task_id: str, io: CommandIO) -> int:
     return apply_decision(args, retry_decision(task_id), io)
-
-
-def retry_decision(task_id: str) -> Callable[[BatchRunState], BatchRunState]:
-    return partial(_retry, task_id=task_id)
-
-
-def _retry(state: BatchRunState, task_id: str) -> BatchRunState:
-    try:
-        return transitions.retry(state, task_id)
-    except TransitionError as refused:
-        raise UsageError(str(refused)) from None
-
-
-def apply_decision(
-    args: DecisionArgs, decision: Callable[[BatchRunState], BatchRunState], io: CommandIO
-) -> int:
-    """Apply a person's decision to the active batch through a reconcile pass (one CAS)."""
-    batch_repo = open_batch_repo(args.repo, args.remote)
-    request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False)
-    ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
-    result = reconcile(replace(request, mutate=decision), ports)
-    assert result.stored.report is not None
-    print_report(result.stored.report, result.stored.state, "text", io)
-    return EXIT_OK

@@ -6,10 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.commands.batch import open_batch_repo
-from imm_action.commands.io import CommandIO
-from imm_action.commands.status import print_report
-from imm_action.errors import EXIT_INTERRUPTED, EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
+from imm_action.batches.output import print_report
+from imm_action.batches.repo import open_batch_repo
+from imm_action.console import CommandIO
+from imm_action.errors import EXIT_INTERRUPTED, EXIT_NEEDS_HUMAN, EXIT_OK, ImmError, UsageError
 from imm_action.integrate.store import StateStore
 from imm_action.local.coordinator import Coordinator, RunOptions
 from imm_action.local.progress import LiveProgress, PlainProgress
@@ -45,7 +45,7 @@ def run(args: RunArgs, io: CommandIO) -> int:
         return EXIT_INTERRUPTED
     progress.close()
     stored = StateStore(batch_repo.refs).load(state.batch_id)
-    assert stored is not None
-    assert stored.report is not None
-    print_report(stored.report, stored.state, "json" if args.json else "text", io)
+    if stored is None:
+        raise ImmError(f"batch {state.batch_id} has no state ref after the run")
+    print_report(stored, "json" if args.json else "text", io)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.commands.io import CommandIO
+from imm_action.console import CommandIO
 from imm_action.errors import UsageError
 from imm_action.model import SCHEMA_MODELS, json_schema
 

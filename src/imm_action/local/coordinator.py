@@ -18,8 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from imm_action.commands.batch import BatchRepo, pass_ports, pass_request
-from imm_action.commands.io import CommandIO
+from imm_action.batches.repo import BatchRepo, pass_ports, pass_request
+from imm_action.console import CommandIO
 from imm_action.integrate.reconcile import PassResult, reconcile
 from imm_action.integrate.refs import batch_state_ref
 from imm_action.lanes.probe import CoordinatorProbe
@@ -196,8 +196,8 @@ class Coordinator:
 
     def _lane_in_child(self, batch_id: str, task_id: str, log: Path) -> int:
         """`imm lane` in a forked child: fresh git handles, output to the lane's log."""
-        from imm_action.cli import run_guarded
         from imm_action.commands import lane
+        from imm_action.exits import run_guarded
 
         args = lane.LaneArgs(
             batch_id, task_id, self.batch_repo.root, None, self.options.executor, log,

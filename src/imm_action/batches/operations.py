@@ -6,9 +6,9 @@ import io as text_io
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.commands.batch import open_batch_repo
-from imm_action.commands.io import CommandIO
-from imm_action.commands.retry import DecisionArgs, apply_decision, retry_decision
+from imm_action.batches.decisions import DecisionArgs, apply_decision, retry_decision
+from imm_action.batches.repo import open_batch_repo
+from imm_action.console import CommandIO
 from imm_action.errors import ImmError
 from imm_action.integrate import transitions
 from imm_action.integrate.store import StateStore

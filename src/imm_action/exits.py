@@ -1,0 +1,50 @@
+"""Errors to exit codes (SPEC §6): the one place a command's failure becomes what a person reads.
+
+Expected failures (`ImmError`) print one message and exit with their code; Ctrl-C exits 130; any
+other exception is a bug: its traceback goes to a log file and the message names that file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from imm_action.console import CommandIO
+from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
+
+
+def run_guarded(
+    command: str,
+    body: Callable[[CommandIO], int],
+    io: CommandIO,
+    crash_dir: Path | None = None,
+) -> int:
+    """Run one command; expected errors, Ctrl-C and crashes become exit codes.
+
+    `crash_dir` is where a crash's traceback is written (the CLI passes `RUNNER_TEMP` on GitHub);
+    by default the system's temporary directory.
+    """
+    try:
+        return body(io)
+    except ImmError as error:
+        io.warn(f"imm {command}: {error}" if "\n" not in str(error) else str(error))
+        return error.exit_code
+    except KeyboardInterrupt:
+        io.warn(f"imm {command}: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as error:  # the one place an unexpected error is reported, with a log
+        log = write_crash_log(command, crash_dir or Path(tempfile.gettempdir()))
+        io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
+        return EXIT_UNEXPECTED
+
+
+def write_crash_log(command: str, directory: Path) -> Path:
+    """The current exception's traceback, in a file named for the command, time and process."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = directory / f"imm-{command}-{stamp}-{os.getpid()}.log"
+    path.write_text(traceback.format_exc(), encoding="utf-8")
+    return path
