@@ -16,7 +16,7 @@ from imm_action.integrate.reconcile import PassPorts, PassResult, reconcile
 from imm_action.integrate.refs import RefStore
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.outcome import publish_outcome
-from imm_action.model.outcome import OUTCOME_CONTRACT, LaneOutcome
+from imm_action.model.outcome import OUTCOME_CONTRACT, Failure, LaneOutcome
 from tests.conftest import descriptor, git, initiative_files, intent, make_repo
 
 TRAILER = "Immune-Brain-Batch"
@@ -139,6 +139,8 @@ def publish(
     state: str = "settled",
     reason: str | None = None,
     remote: str | None = None,
+    failures: list[Failure] | None = None,
+    qa_failures: int = 0,
 ) -> None:
     batch_repo = open_local(repo, remote)
     batch_repo.refs.refresh()
@@ -151,9 +153,10 @@ def publish(
         attempt=child.attempts,
         state=state,  # type: ignore[arg-type]
         reason=reason,
-        qa_failures=0,
+        qa_failures=qa_failures,
         findings=[],
         lane_commit=lane_commit,
+        failures=failures or [],
     )
     publish_outcome(batch_repo.refs, slug, outcome, "1700000000 +0000")
 

@@ -1,8 +1,9 @@
 """A test executor: does for each task what the behaviour file says.
 
 Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
-(crashes until the file named by IMM_TEST_FIX exists). With IMM_TEST_TIMELINE set, it records
-when it ran, for proving which lanes overlapped."""
+(crashes until the file named by IMM_TEST_FIX exists), leak (prints the value of MY_API_KEY and
+exits 2). With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
+overlapped; with IMM_TEST_PROMPTS set, it keeps each prompt it was given there."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def main() -> int:
     behaviour = behaviours.get(task, "ok")
     timeline = os.environ.get("IMM_TEST_TIMELINE")
     started = time.time()
+    prompts = os.environ.get("IMM_TEST_PROMPTS")
+    if prompts:
+        prompt = Path(os.environ["IMM_PROMPT_FILE"]).read_text()
+        (Path(prompts) / f"{task}.{attempt}.md").write_text(prompt)
+    if behaviour == "leak":
+        print(f"connecting with key {os.environ.get('MY_API_KEY')}")
+        return 2
     if behaviour.startswith("sleep:"):
         time.sleep(float(behaviour.split(":")[1]))
     if behaviour == "crash" or (

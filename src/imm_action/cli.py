@@ -322,12 +322,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     # worth collecting early; the default thresholds spend ~30% of `imm plan` in the collector.
     gc.set_threshold(100_000, 50, 1000)
     parser = build_parser()
+    program = "imm" if argv is not None else program_name(sys.argv[0])
     ns = parser.parse_args(argv)
     handler: Handler = ns.handler
     runner_temp = os.environ.get("RUNNER_TEMP")
     return run_guarded(
         ns.command,
         lambda io: handler(ns, io),
-        CommandIO(sys.stdout, sys.stderr),
+        CommandIO(sys.stdout, sys.stderr, program),
         crash_dir=Path(runner_temp) if runner_temp else None,
     )
+
+
+def program_name(argv0: str) -> str:
+    """How to write `imm` in a command the person can paste into a fresh shell: as they invoked
+    it, made absolute when a fresh shell would not find it (a path, `python -m`, or a script
+    of a virtual environment that is not activated there)."""
+    import shlex
+    import shutil
+
+    if Path(argv0).name == "__main__.py":  # python -m imm_action
+        return shlex.join([sys.executable, "-m", "imm_action"])
+    if os.sep in argv0:
+        return shlex.quote(str(Path(argv0).absolute()))
+    found = shutil.which(argv0)
+    if found is None:
+        return shlex.quote(argv0)
+    in_venv = sys.prefix != sys.base_prefix
+    return shlex.quote(found) if in_venv else argv0

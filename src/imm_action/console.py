@@ -10,6 +10,9 @@ from typing import TextIO
 class CommandIO:
     out: TextIO
     err: TextIO
+    # How the person invoked imm (`imm`, `/venv/bin/imm`, `python -m imm_action`): commands we
+    # print for them to paste start with it, so they run as printed.
+    program: str = "imm"
 
     def say(self, text: str) -> None:
         print(text, file=self.out)

@@ -1,12 +1,22 @@
-"""Text renderings of plans for people: Markdown tables and a Mermaid DAG (pure)."""
+"""Text renderings for people (pure): plans and batches as Markdown tables and a Mermaid DAG,
+failed commands, and the next commands to paste. Every place that shows a batch — `imm
+status`, `imm run`'s summary and live view, the status comment, the job summary — renders
+through here, so they say the same thing."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import html
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+from imm_action.model.outcome import Failure
 from imm_action.model.plan import BatchPlan
-from imm_action.model.report import BatchRunReport
-from imm_action.model.state import BatchRunState
+from imm_action.model.report import BatchRunReport, ReportChild
+from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.text import plural
 
 # Node colours by status; the same palette serves plan and batch views.
 STATUS_STYLES: Mapping[str, str] = {
@@ -70,10 +80,11 @@ def plan_markdown(plan: BatchPlan) -> str:
     parts = [
         f"# Plan for `{plan.initiative}`",
         "",
-        f"{len(plan.enrollable)} of {len(plan.children)} tasks enrollable · "
-        f"{len(plan.parallel_groups)} parallel groups · max_parallel {plan.max_parallel} · "
-        f"budget {plan.budget.max_children} children, {plan.budget.qa_failure_limit} QA failures "
-        f"· digest `{plan.plan_digest}`",
+        f"{len(plan.enrollable)} of {plural(len(plan.children), 'task')} enrollable · "
+        f"{plural(len(plan.parallel_groups), 'parallel group')} · "
+        f"max_parallel {plan.max_parallel} · "
+        f"budget {plural(plan.budget.max_children, 'child', 'children')}, "
+        f"{plural(plan.budget.qa_failure_limit, 'QA failure')} · digest `{plan.plan_digest}`",
         "",
         "| task | slice | status | reason | group | blocked by |",
         "|---|---|---|---|---|---|",
@@ -116,34 +127,232 @@ BATCH_STYLES: Mapping[str, str] = {
 }
 
 
-def batch_markdown(report: BatchRunReport, state: BatchRunState) -> str:
+def batch_markdown(
+    report: BatchRunReport, state: BatchRunState, commands: Sequence[str] = ()
+) -> str:
     rows = [
         f"| `{child.task_id}` | {child.state} | {_cell(child.lane_branch)} | {_cell(child.reason)} "
         f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |"
         for child in report.children
     ]
     return "\n".join(
-        [f"# Batch `{report.batch_id}`: {report.batch_state}", *batch_body(report, state, rows)]
+        [
+            f"# Batch `{report.batch_id}`: {report.batch_state}",
+            *batch_body(report, state, rows, commands),
+        ]
     )
 
 
-def batch_body(report: BatchRunReport, state: BatchRunState, rows: list[str]) -> list[str]:
-    """Why, next, the task table and the state-coloured DAG: shared by every batch view."""
+def batch_body(
+    report: BatchRunReport, state: BatchRunState, rows: list[str], commands: Sequence[str] = ()
+) -> list[str]:
+    """Why, next (with the commands to paste), the task table, the failed commands and the
+    state-coloured DAG: shared by every batch view."""
     closures = {child.task_id: child.blocked_by for child in state.children}
     status = {child.task_id: str(child.state) for child in state.children}
     order = [child.task_id for child in state.children]
+    paste = ["", "```", *commands, "```"] if commands else []
     return [
         "",
         f"**Why:** {report.reason}",
         "",
         f"**Next:** {report.next_action}",
+        *paste,
         "",
         "| task | state | lane | reason | commit |",
         "|---|---|---|---|---|",
         *rows,
         "",
+        *failures_markdown(report.children),
         "```mermaid",
         mermaid_dag(order, closures, status, [], BATCH_STYLES),
         "```",
         "",
     ]
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+# -- failed commands (SPEC §5.7) -----------------------------------------------------------------
+def failure_ending(failure: Failure) -> str:
+    """How the command ended, in words: `exited with 1`, `timed out after 2 s`, …"""
+    if failure.error:
+        return f"could not run: {failure.error}"
+    if failure.timeout_s is not None:
+        return f"timed out after {_seconds(failure.timeout_s)} s"
+    if failure.output_limited:
+        return "was stopped: its output passed its limit"
+    if failure.changed_outside:
+        return f"changed files outside its writable paths: {', '.join(failure.changed_outside)}"
+    if failure.exit_code is None:
+        return "ended without an exit status"
+    return f"exited with {failure.exit_code}"
+
+
+def failure_headline(failure: Failure) -> str:
+    return f"{failure.step}: `{failure.command}` {failure_ending(failure)}"
+
+
+def failure_text(failure: Failure, indent: str = "", most: int | None = None) -> str:
+    """The plain-text form: the headline, then the output's last lines (`most` of them, when
+    space is short), each behind `| `. The lane log, the live view, `imm status` and the
+    executor's retry prompt all use it."""
+    lines = [f"{indent}{failure_headline(failure)}"]
+    output = failure.output_tail.splitlines()
+    if most is not None:
+        output = output[-most:] if most > 0 else []
+    if output:
+        lines.append(f"{indent}  last {plural(len(output), 'line')} of its output:")
+        lines.extend(f"{indent}  | {line}".rstrip() for line in output)
+    else:
+        lines.append(f"{indent}  (no output)")
+    return "\n".join(lines)
+
+
+def failures_markdown(children: Iterable[ReportChild]) -> list[str]:
+    """One collapsed `<details>` per failed command of every child that shows one: the status
+    comment, `imm status --format markdown` and the job summary render failures with this."""
+    parts: list[str] = []
+    for child in children:
+        for failure in child.failures:
+            summary = (
+                f"<code>{html.escape(child.task_id)}</code> · {html.escape(failure.step)}: "
+                f"<code>{html.escape(failure.command)}</code> "
+                f"{html.escape(failure_ending(failure))}"
+            )
+            fence = code_fence(failure.output_tail)
+            parts += [
+                f"<details><summary>{summary}</summary>",
+                "",
+                f"{fence}text",
+                failure.output_tail or "(no output)",
+                fence,
+                "",
+                "</details>",
+                "",
+            ]
+    return parts
+
+
+def code_fence(text: str) -> str:
+    """A code fence longer than any backtick run inside the text, so output cannot end it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+# -- what to do next --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NextCommand:
+    """One command that gets a stopped batch moving, in both of the forms a person may use."""
+
+    args: tuple[str, ...]  # after the program name: ("retry", "<slug>", "<task>")
+    comment: str | None  # the `/imm …` line for the initiative issue, when there is one
+
+    def local(self, program: str, repo: Path) -> str:
+        return f"{program} {shlex.join(self.args)} --repo {shlex.quote(str(repo))}"
+
+
+MAX_RETRY_COMMANDS = 3
+
+
+def next_commands(report: BatchRunReport) -> list[NextCommand]:
+    """The exact commands for a batch that stopped (none while it runs or once it completed)."""
+    slug = report.initiative_slug
+    resume = NextCommand(("run", slug), "/imm run")
+    fresh = NextCommand(("run", slug, "--fresh"), None)
+    match report.batch_state:
+        case BatchState.NEEDS_HUMAN:
+            parked = [c.task_id for c in report.children if c.state is ChildState.NEEDS_HUMAN]
+            retries = [
+                NextCommand(("retry", slug, task), f"/imm retry {task}")
+                for task in parked[:MAX_RETRY_COMMANDS]
+            ]
+            return [resume, *retries]
+        case BatchState.BUDGET_STOPPED:
+            return [resume]
+        case BatchState.CANCELLED:
+            return [resume, fresh]
+        case BatchState.FAILED | BatchState.REJECTED:
+            return [fresh]
+        case BatchState.PREPARED | BatchState.RUNNING | BatchState.COMPLETED:
+            return []
+
+
+def local_commands(report: BatchRunReport, program: str, repo: Path) -> list[str]:
+    return [command.local(program, repo) for command in next_commands(report)]
+
+
+def comment_commands(report: BatchRunReport) -> list[str]:
+    return [command.comment for command in next_commands(report) if command.comment]
+
+
+def batch_text(report: BatchRunReport, *, program: str = "imm", repo: Path | None = None) -> str:
+    """`imm status`'s text and `imm run`'s closing summary: state and why, one line per task
+    with its attempts, the failed commands under their task, and what to run next."""
+    lines = [f"{report.batch_id}: {report.batch_state} — {report.reason}"]
+    width = max((len(child.task_id) for child in report.children), default=0)
+    for child in report.children:
+        detail = child.commit[:12] if child.commit else (child.reason or "")
+        tries = _tries(child)
+        lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
+        lines.extend(failure_text(failure, " " * (width + 4)) for failure in child.failures)
+    commands = local_commands(report, program, repo) if repo is not None else []
+    lines.append(f"next: {report.next_action}" + (":" if commands else ""))
+    lines.extend(f"  {command}" for command in commands)
+    return "\n".join(lines)
+
+
+def _tries(child: ReportChild) -> str:
+    """`(passed on attempt 2)` when the QA loop retried a task; lost lanes counted apart."""
+    parts = []
+    if child.qa_failures and child.state.done:
+        parts.append(f"passed on attempt {child.qa_failures + 1}")
+    elif child.qa_failures:
+        parts.append(f"failed its checks on {plural(child.qa_failures, 'attempt')}")
+    if child.attempts:
+        parts.append(plural(child.attempts, "lost lane"))
+    return f"  ({'; '.join(parts)})" if parts else ""
+
+
+# -- on GitHub: the status comment and the job summary ---------------------------------------
+STATE_ICONS: Mapping[str, str] = {
+    "pending": "⏳", "lane_admitted": "🏃", "settled": "🏃", "lane_committed": "📦",
+    "integrated": "✅", "released": "✅", "needs_human": "🛑", "skipped_blocked": "⏭️",
+}  # fmt: skip
+
+
+def github_batch_markdown(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
+    """A batch as GitHub shows it — the status comment (under its marker) and every job
+    summary: state, the task table with commit links, the failed commands in collapsed
+    `<details>`, the `/imm` commands that get it moving, and the DAG coloured by state."""
+    rows = []
+    for child in report.children:
+        commit = (
+            f"[`{child.commit[:12]}`]({repository_url}/commit/{child.commit})"
+            if child.commit
+            else "—"
+        )
+        lane = f"`{child.lane_branch}`" if child.lane_branch else "—"
+        icon = STATE_ICONS.get(str(child.state), "")
+        rows.append(
+            f"| {icon} `{child.task_id}` | {child.state} | {lane} | {_cell(child.reason)} "
+            f"| {commit} |"
+        )
+    done = sum(1 for child in report.children if child.state.done)
+    return "\n".join(
+        [
+            f"## imm: `{report.initiative_slug}` is {report.batch_state}",
+            "",
+            f"{done} of {plural(len(report.children), 'task')} integrated into "
+            f"`{state.branch}` · batch `{report.batch_id}` · "
+            f"{plural(report.lanes_started, 'lane')} started",
+            *batch_body(report, state, rows, comment_commands(report)),
+        ]
+    )
+
+
+def job_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
+    """The job summary (`$GITHUB_STEP_SUMMARY`) of a plan, lane or integrate job."""
+    return github_batch_markdown(report, state, repository_url)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.errors import UsageError
+from imm_action.render import next_commands
 from tests.batch_helpers import (
     branch_log,
     current,
@@ -121,7 +122,10 @@ def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipp
     assert head_of(repo, "imm/init") == stored.state.commits[-1] != before
     assert stored.state.batch_state == "needs_human"
     assert stored.report is not None
-    assert stored.report.next_action == "fix the cause, then run: imm retry init b"
+    assert ("retry", "init", "b") in [command.args for command in next_commands(stored.report)]
+    (failure,) = stored.report.children[1].failures
+    assert (failure.step, failure.exit_code) == ("a:ok", 1)
+    assert failure.command.startswith("python3 -c ")
 
 
 def test_a_failed_own_check_parks_the_lane(tmp_path: Path) -> None:

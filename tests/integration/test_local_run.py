@@ -139,7 +139,7 @@ def test_the_qa_failure_limit_parks_the_task_and_skips_its_dependents(
         "b": ("skipped_blocked", "dependency a parked"),
         "c": ("integrated", None),
     }
-    assert "next: fix the cause, then run: imm retry init a" in out
+    assert f"\n  imm retry init a --repo {repo}\n" in out
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,7 @@ def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     _, err = process.communicate(timeout=30)
     assert process.returncode == 130
-    assert "run `imm run` again to resume" in err
+    assert "the batch is saved — resume it with: " in err
     assert (
         not git(repo, "worktree", "list", "--porcelain").count("worktree ") > 1
     )  # lanes cleaned up

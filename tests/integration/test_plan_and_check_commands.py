@@ -128,7 +128,7 @@ def test_check_passes_on_a_clean_repository(
 ) -> None:
     code, out, err = _run(capsys, "check", "--repo", str(diamond))
     assert (code, out) == (0, "")
-    assert "no problems (1 initiatives, 4 intents checked)" in err
+    assert "no problems (1 initiative, 4 intents checked)" in err
 
 
 def _v1() -> str:

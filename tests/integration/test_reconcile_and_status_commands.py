@@ -40,7 +40,7 @@ def test_a_parked_batch_exits_1_with_the_next_action(
     publish(repo, "a", None, state="needs_human", reason="QA failure limit reached")
     code, out, _ = _run(capsys, "reconcile", "init", "--repo", str(repo))
     assert code == 1
-    assert "next: fix the cause, then run: imm retry init a" in out
+    assert f"\n  imm retry init a --repo {repo}\n" in out
 
 
 def test_status_markdown_has_the_task_table_and_a_coloured_dag(

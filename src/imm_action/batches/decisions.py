@@ -47,5 +47,5 @@ def apply_decision(
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False)
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(replace(request, mutate=decision), ports)
-    print_report(result.stored, "text", io)
+    print_report(result.stored, "text", io, batch_repo.root)
     return EXIT_OK

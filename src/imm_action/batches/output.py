@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, ImmError
 from imm_action.integrate.store import StoredBatch
 from imm_action.model.common import canonical_model_text
 from imm_action.model.state import BatchState
-from imm_action.render import batch_markdown
+from imm_action.render import batch_markdown, batch_text, local_commands
 
 
-def print_report(stored: StoredBatch, fmt: str, io: CommandIO) -> None:
+def print_report(stored: StoredBatch, fmt: str, io: CommandIO, repo: Path) -> None:
+    """The report for a person at this repository: commands are written to run as printed."""
     report, state = stored.report, stored.state
     if report is None:
         raise ImmError(f"batch {state.batch_id} has no report at {stored.commit[:12]}")
     if fmt == "json":
         io.out.write(canonical_model_text(report))
     elif fmt == "markdown":
-        io.say(batch_markdown(report, state))
+        io.say(batch_markdown(report, state, local_commands(report, io.program, repo)))
     else:
-        io.say(f"{report.batch_id}: {report.batch_state} — {report.reason}")
-        for child in report.children:
-            detail = child.commit[:12] if child.commit else (child.reason or "")
-            io.say(f"  {child.task_id:<24} {child.state:<16} {detail}")
-        io.say(f"next: {report.next_action}")
+        io.say(batch_text(report, program=io.program, repo=repo))
 
 
 def exit_code_for(state: BatchState) -> int:

@@ -14,6 +14,7 @@ from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
 from imm_action.git import changed_paths, tracked_paths
 from imm_action.model.common import is_identifier
 from imm_action.plan.project import intent_path
+from imm_action.text import plural
 
 if TYPE_CHECKING:
     from imm_action.github.client import GitHubClient
@@ -66,9 +67,11 @@ def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> in
         warnings = [warning for warning in warnings if warning.path in relevant]
     for item in sorted(warnings) + sorted(problems):
         io.say(item.render())
-    summary = f"{result.initiatives} initiatives, {result.intents} intents checked"
+    summary = (
+        f"{plural(result.initiatives, 'initiative')}, {plural(result.intents, 'intent')} checked"
+    )
     if report is not None:
-        title = f"{len(problems)} problems" if problems else "no problems"
+        title = plural(len(problems), "problem") if problems else "no problems"
         report.client.report_check(
             report.head_sha, report.name,
             conclusion="failure" if problems else "success",
@@ -77,7 +80,7 @@ def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> in
             annotations=check_annotations(problems, warnings),
         )  # fmt: skip
     if problems:
-        io.warn(f"imm check: {len(problems)} problems ({summary})")
+        io.warn(f"imm check: {plural(len(problems), 'problem')} ({summary})")
         return EXIT_INVALID_INPUT
     io.warn(f"imm check: no problems ({summary})")
     return EXIT_OK

@@ -50,7 +50,7 @@ def run(args: ReconcileArgs, io: CommandIO, github: GitHubReporting | None = Non
     stored = result.stored
     if github is not None:
         _report(github, batch_repo, stored, args)
-    print_report(stored, args.format, io)
+    print_report(stored, args.format, io, batch_repo.root)
     return exit_code_for(stored.state.batch_state)
 
 

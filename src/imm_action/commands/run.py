@@ -14,6 +14,7 @@ from imm_action.integrate.store import StateStore
 from imm_action.local.coordinator import Coordinator, RunOptions
 from imm_action.local.progress import LiveProgress, PlainProgress
 from imm_action.model.state import BatchState
+from imm_action.render import NextCommand
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,13 @@ def run(args: RunArgs, io: CommandIO) -> int:
         state = coordinator.run()
     except KeyboardInterrupt:
         coordinator.interrupt()
-        progress.close()
-        io.warn("imm run: interrupted; the batch is saved — run `imm run` again to resume")
+        progress.close(coordinator.view)
+        again = NextCommand(("run", args.slug), None).local(io.program, batch_repo.root)
+        io.warn(f"imm run: interrupted; the batch is saved — resume it with: {again}")
         return EXIT_INTERRUPTED
-    progress.close()
+    progress.close(coordinator.view)
     stored = StateStore(batch_repo.refs).load(state.batch_id)
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
-    print_report(stored, "json" if args.json else "text", io)
+    print_report(stored, "json" if args.json else "text", io, batch_repo.root)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN

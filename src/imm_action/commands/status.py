@@ -25,7 +25,7 @@ def run(args: StatusArgs, io: CommandIO) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
-    print_report(stored, args.format, io)
+    print_report(stored, args.format, io, batch_repo.root)
     return EXIT_OK
 
 

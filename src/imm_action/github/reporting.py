@@ -10,12 +10,8 @@ from imm_action.github.client import GitHubClient
 from imm_action.model.initiative import GithubCarrier
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
-from imm_action.render import batch_body
+from imm_action.render import github_batch_markdown
 
-STATE_ICONS: Mapping[str, str] = {
-    "pending": "⏳", "lane_admitted": "🏃", "settled": "🏃", "lane_committed": "📦",
-    "integrated": "✅", "released": "✅", "needs_human": "🛑", "skipped_blocked": "⏭️",
-}  # fmt: skip
 CONCLUSIONS: Mapping[BatchState, str | None] = {
     BatchState.PREPARED: None,
     BatchState.RUNNING: None,
@@ -38,27 +34,10 @@ def check_name(slug: str) -> str:
 
 def status_comment(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
     """The status comment's text; its wording is part of the interface (golden-file tested)."""
-    rows = []
-    for child in report.children:
-        commit = (
-            f"[`{child.commit[:12]}`]({repository_url}/commit/{child.commit})"
-            if child.commit
-            else "—"
-        )
-        lane = f"`{child.lane_branch}`" if child.lane_branch else "—"
-        reason = (child.reason or "—").replace("|", "\\|").replace("\n", " ")
-        icon = STATE_ICONS.get(str(child.state), "")
-        rows.append(f"| {icon} `{child.task_id}` | {child.state} | {lane} | {reason} | {commit} |")
-    done = sum(1 for child in report.children if child.state.done)
-    lanes = report.lanes_started
     return "\n".join(
         [
             status_marker(report.initiative_slug),
-            f"## imm: `{report.initiative_slug}` is {report.batch_state}",
-            "",
-            f"{done} of {len(report.children)} tasks integrated into `{state.branch}` · "
-            f"batch `{report.batch_id}` · {lanes} lane{'s' if lanes != 1 else ''} started",
-            *batch_body(report, state, rows),
+            github_batch_markdown(report, state, repository_url),
         ]
     )
 

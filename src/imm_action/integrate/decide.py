@@ -9,6 +9,7 @@ from imm_action.integrate.refs import batch_branch
 from imm_action.integrate.transitions import admissions_used
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
 from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.text import plural
 
 
 @dataclass(frozen=True)
@@ -28,20 +29,19 @@ def decide(state: BatchRunState, startable: Sequence[str]) -> Verdict:
     if done == len(children):
         return Verdict(
             BatchState.COMPLETED,
-            f"all {done} tasks are integrated into {branch}",
+            f"all {plural(done, 'task')} integrated into {branch}"
+            if done != 1
+            else f"the task is integrated into {branch}",
             f"review {branch} and merge it into {state.base_ref}",
         )
     in_flight = [child.task_id for child in children if child.state.in_flight]
     if in_flight or startable:
-        count = len(in_flight)
         waiting = (
-            f"{count} lane{'s' if count != 1 else ''} in flight"
-            if in_flight
-            else "lanes ready to start"
+            f"{plural(len(in_flight), 'lane')} in flight" if in_flight else "lanes ready to start"
         )
         return Verdict(
             BatchState.RUNNING,
-            f"{done} of {len(children)} tasks integrated; {waiting}",
+            f"{done} of {plural(len(children), 'task')} integrated; {waiting}",
             "wait for the running lanes" if in_flight else "start the admitted lanes",
         )
     parked = [child for child in children if child.state is ChildState.NEEDS_HUMAN]
@@ -50,19 +50,21 @@ def decide(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         return Verdict(
             BatchState.NEEDS_HUMAN,
             f"task {first.task_id} needs a person: {first.reason}",
-            f"fix the cause, then run: imm retry {state.initiative_slug} {first.task_id}",
+            "fix the cause and commit the fix, then continue the batch (parked tasks run "
+            "again); or retry one task as it is",
         )
     pending = [child for child in children if child.state is ChildState.PENDING]
     if pending and admissions_used(state) >= state.budget.max_children:
         return Verdict(
             BatchState.BUDGET_STOPPED,
-            f"the budget of {state.budget.max_children} children is used; {len(pending)} wait",
-            "start a new batch to run the remaining tasks",
+            f"the budget of {plural(state.budget.max_children, 'child', 'children')} is "
+            f"used; {len(pending)} {'waits' if len(pending) == 1 else 'wait'}",
+            "continue the batch to run the remaining tasks",
         )
     return Verdict(
         BatchState.NEEDS_HUMAN,
         "no child can start",
-        "check the skipped tasks' dependencies, then retry or start a new batch",
+        "check the skipped tasks' dependencies, then continue the batch",
     )
 
 
@@ -75,7 +77,7 @@ def plan_changed_verdict(state: BatchRunState) -> Verdict:
     return Verdict(
         BatchState.NEEDS_HUMAN,
         f"{PLAN_CHANGED}: the initiative or an intent changed since the batch started",
-        f"cancel this batch (imm cancel {state.initiative_slug}) and start a new one",
+        "continue the batch with the changed plan (tasks already integrated stay)",
     )
 
 
@@ -83,13 +85,22 @@ def _terminal_verdict(state: BatchRunState) -> Verdict:
     branch = batch_branch(state.initiative_slug)
     texts = {
         BatchState.COMPLETED: ("all tasks are integrated", f"review {branch} and merge it"),
-        BatchState.CANCELLED: ("the batch was cancelled", "start a new batch when ready"),
+        BatchState.CANCELLED: (
+            "the batch was cancelled",
+            f"continue the batch when ready, or start afresh from {state.base_ref}",
+        ),
         BatchState.FAILED: (
             _first_reason(state, "the batch failed"),
-            f"restore {branch} or start a new batch",
+            f"start afresh from {state.base_ref} ({branch} is archived first)",
         ),
-        BatchState.BUDGET_STOPPED: ("the budget is used", "start a new batch"),
-        BatchState.REJECTED: ("the batch was rejected", "fix the plan and start a new batch"),
+        BatchState.BUDGET_STOPPED: (
+            "the budget is used",
+            "continue the batch to run the remaining tasks",
+        ),
+        BatchState.REJECTED: (
+            "the batch was rejected",
+            f"fix the plan, then start afresh from {state.base_ref}",
+        ),
     }
     reason, action = texts.get(state.batch_state, ("", ""))
     return Verdict(state.batch_state, reason, action)
@@ -136,6 +147,7 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
                 lane_branch=child.lane.branch if child.lane else None,
                 attempts=child.attempts,
                 qa_failures=child.qa_failures,
+                failures=list(child.failures),
             )
             for child in state.children
         ],

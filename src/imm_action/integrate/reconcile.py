@@ -42,6 +42,7 @@ from imm_action.model.state import (
 )
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from imm_action.verify.failures import check_failures
 
 MAX_LOST_RACES = 25
 # Git updates the refs of one transaction atomically for writers, but a reader can see some of
@@ -336,7 +337,7 @@ class _Pass:
         lane_commit, qa_failures = outcome.lane_commit, outcome.qa_failures
         if outcome.state != "settled" or lane_commit is None:
             reason = outcome.reason or "the lane needs a person"
-            return t.park(state, child.task_id, reason, qa_failures)
+            return t.park(state, child.task_id, reason, qa_failures, outcome.failures)
         parents = self.repo.commit(lane_commit).parents if self.repo.resolve(lane_commit) else ()
         if parents != (child.lane.base_head,):
             why = (
@@ -382,7 +383,8 @@ class _Pass:
             if failed:
                 candidate = entry.candidate.commit
                 why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {candidate}"
-                state = t.park(state, entry.task_id, why)
+                failures = check_failures(entry.checks, results)
+                state = t.park(state, entry.task_id, why, failures=failures)
                 stored = self._persist(stored, state, self._verdict(state))
                 return stored, state, head, True
             state = t.integrated(state, entry.task_id, entry.candidate.commit)

@@ -3,9 +3,10 @@ none does I/O. The store re-validates every invariant before a state is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from imm_action.model.outcome import Failure
 from imm_action.model.state import (
     AdoptedHead,
     BatchChild,
@@ -95,12 +96,21 @@ def integrated(state: BatchRunState, task_id: str, commit: str) -> BatchRunState
 
 
 def park(
-    state: BatchRunState, task_id: str, reason: str, qa_failures: int | None = None
+    state: BatchRunState,
+    task_id: str,
+    reason: str,
+    qa_failures: int | None = None,
+    failures: Sequence[Failure] = (),
 ) -> BatchRunState:
-    """A child needs a person; every pending child that depends on it is skipped."""
+    """A child needs a person; every pending child that depends on it is skipped. `failures`
+    are the failed commands behind the reason, shown wherever the reason is."""
     child = child_of(state, task_id)
     _require(child, [ChildState.PENDING, *(s for s in ChildState if s.in_flight)], "park")
-    update: dict[str, Any] = {"state": ChildState.NEEDS_HUMAN, "reason": reason}
+    update: dict[str, Any] = {
+        "state": ChildState.NEEDS_HUMAN,
+        "reason": reason,
+        "failures": list(failures),
+    }
     if qa_failures is not None:
         update["qa_failures"] = qa_failures
     return skip_dependents(_with_child(state, task_id, update), task_id)
@@ -148,7 +158,13 @@ def retry(state: BatchRunState, task_id: str) -> BatchRunState:
     reset = _with_child(
         state,
         task_id,
-        {"state": ChildState.PENDING, "reason": None, "lane": None, "qa_failures": 0},
+        {
+            "state": ChildState.PENDING,
+            "reason": None,
+            "lane": None,
+            "qa_failures": 0,
+            "failures": [],
+        },
     )
     skipped_by_it = f"dependency {task_id} parked"
     children = [

@@ -1,16 +1,17 @@
 """The prompt file an executor reads: the task's goal, scope, acceptance, and on a retry the
-findings of the checks that failed."""
+checks that failed — in the same words a person sees in the lane log and `imm status`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from imm_action.model.intent import TaskIntent
-from imm_action.model.outcome import CheckResult
+from imm_action.model.outcome import Failure
+from imm_action.render import code_fence, failure_text
 
 
 def render_prompt(
-    intent: TaskIntent, lane_attempt: int, qa_attempt: int, findings: Sequence[CheckResult]
+    intent: TaskIntent, lane_attempt: int, qa_attempt: int, failures: Sequence[Failure]
 ) -> str:
     lines = [
         f"# Task {intent.task_id}",
@@ -28,22 +29,10 @@ def render_prompt(
         *(f"- **{item.id}**: {item.assertion}" for item in intent.acceptance),
         "",
     ]
-    if findings:
+    if failures:
         lines += [f"## Attempt {qa_attempt}: the previous attempt failed these checks", ""]
-        for finding in findings:
-            why = finding.error or (
-                "timed out" if finding.timed_out else
-                "output over its limit" if finding.output_limited else
-                f"changed files outside its writable paths: {', '.join(finding.changed_outside)}"
-                if finding.changed_outside else f"exit code {finding.exit_code}"
-            )  # fmt: skip
-            lines += [
-                f"### {finding.check_id}: {why}",
-                "",
-                "```",
-                finding.output_tail.strip()[-2000:],
-                "```",
-                "",
-            ]
+        for failure in failures:
+            text = failure_text(failure)
+            lines += [code_fence(text), text, code_fence(text), ""]
     lines.append(f"(lane attempt {lane_attempt + 1}, QA attempt {qa_attempt})")
     return "\n".join(lines) + "\n"

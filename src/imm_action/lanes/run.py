@@ -15,6 +15,8 @@ import shlex
 import signal
 import subprocess
 import tempfile
+import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +27,21 @@ from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.integrate.refs import RefStore
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
+from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent
-from imm_action.model.outcome import OUTCOME_CONTRACT, CheckResult, LaneOutcome
+from imm_action.model.outcome import (
+    FAILURE_TAIL_LINES,
+    OUTCOME_CONTRACT,
+    CheckResult,
+    Failure,
+    LaneOutcome,
+)
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.project import intent_path
+from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.failures import check_failures, command_text
 
 REASON_EMPTY = "lane_empty"
 REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
@@ -89,7 +100,10 @@ def run_lane(
         worktree = Path(scratch) / "work"
         repo.add_worktree(worktree, spec.base_head)
         try:
-            lane = _Lane(spec, repo, worktree, Path(scratch) / "prompt.md", verifier, log, git_date)
+            lane = _Lane(
+                spec, repo, worktree, Path(scratch) / "prompt.md", verifier, log, git_date,
+                masker_for(environment),
+            )  # fmt: skip
             outcome = lane.work(environment)
         finally:
             repo.remove_worktree(worktree)
@@ -106,6 +120,7 @@ class _Lane:
     verifier: Verifier
     log: TextIO
     git_date: Callable[[], str]
+    mask: Masker = NO_MASK
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
@@ -120,9 +135,10 @@ class _Lane:
         ]
         env = lane_environment(environment, _imm_variables(spec, self.prompt))
         if spec.lane_setup:
-            code = self._step("lane_setup", spec.lane_setup, env)
-            if code != 0:
-                return self._needs_human(f"lane_setup failed (exit {code})", 0, [])
+            setup = self._step("lane_setup", spec.lane_setup, env)
+            if setup is not None:
+                why = f"lane_setup {failure_ending(setup)}"
+                return self._needs_human(why, 0, [], [setup])
         return self._attempts(intent, checks, env)
 
     def _attempts(
@@ -132,14 +148,16 @@ class _Lane:
         checks pass or the QA failure limit is reached."""
         spec = self.spec
         findings: list[CheckResult] = []
+        failures: list[Failure] = []
         qa_failures = 0
         while True:
-            prompt = render_prompt(intent, spec.attempt, qa_failures + 1, findings)
+            prompt = render_prompt(intent, spec.attempt, qa_failures + 1, failures)
             self.prompt.write_text(prompt, encoding="utf-8")
             env["IMM_ATTEMPT"] = str(qa_failures + 1)
-            code = self._step("executor", spec.executor, env)
-            if code != 0:
-                return self._needs_human(f"executor exited with {code}", qa_failures, findings)
+            executor = self._step("executor", spec.executor, env)
+            if executor is not None:
+                why = f"executor {failure_ending(executor)}"
+                return self._needs_human(why, qa_failures, findings, [executor])
             tree, head = self.repo.snapshot_worktree(self.worktree)
             changed = self.repo.changed_paths(spec.base_head, tree)
             if not changed:
@@ -158,8 +176,11 @@ class _Lane:
                 return self._commit(intent, tree, head, qa_failures, findings)
             qa_failures += 1
             findings = failed
+            failures = check_failures(checks, failed, self.mask)
+            for failure in failures:
+                print(failure_text(failure, "imm:   "), file=self.log, flush=True)
             if qa_failures >= spec.qa_failure_limit:
-                return self._needs_human(REASON_QA_LIMIT, qa_failures, findings)
+                return self._needs_human(REASON_QA_LIMIT, qa_failures, findings, failures)
 
     def _commit(
         self,
@@ -185,44 +206,88 @@ class _Lane:
         print(f"imm: lane commit {lane_commit}", file=self.log, flush=True)
         return _outcome(spec, "settled", None, qa_failures, findings, lane_commit)
 
-    def _step(self, name: str, command: str, env: Mapping[str, str]) -> int:
-        """Run a configured command (argv from shlex, never a shell) in its own process group."""
+    def _step(self, name: str, command: str, env: Mapping[str, str]) -> Failure | None:
+        """Run a configured command (argv from shlex, never a shell) in its own process group;
+        its output goes to the lane log as it comes. None when it succeeded, else what failed."""
         argv = shlex.split(command)
+        shown = self.mask(command_text(argv))
         if not argv:
-            return 127
-        print(f"imm: {name}: {shlex.join(argv)}", file=self.log, flush=True)
+            return self._failed(name, shown, None, error="the command is empty")
+        print(f"imm: {name}: {shown}", file=self.log, flush=True)
         try:
             process = subprocess.Popen(
                 argv,
                 cwd=self.worktree,
                 env=dict(env),
                 stdin=subprocess.DEVNULL,
-                stdout=self.log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group: ending it ends all it started
             )
         except OSError as error:
-            print(f"imm: {name} could not start: {error}", file=self.log, flush=True)
-            return 127
+            return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
+        tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
+        copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
+        copier.start()
+        timed_out = False
         try:
-            return process.wait(timeout=self.spec.timeout_s)
+            code = process.wait(timeout=self.spec.timeout_s)
         except subprocess.TimeoutExpired:
-            print(
-                f"imm: {name} timed out after {self.spec.timeout_s:.0f} s",
-                file=self.log,
-                flush=True,
-            )
-            return 124
+            timed_out = True
+            code = None
         finally:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            copier.join(timeout=5)
+        if code == 0 and not timed_out:
+            return None
+        return self._failed(
+            name, shown, code, timeout_s=self.spec.timeout_s if timed_out else None, tail=tail
+        )
+
+    def _copy_output(self, process: subprocess.Popen[bytes], tail: deque[str]) -> None:
+        """Copy the command's output to the lane log line by line, keeping the last lines."""
+        assert process.stdout is not None
+        for raw in iter(process.stdout.readline, b""):
+            line = self.mask(raw.decode("utf-8", "replace"))
+            self.log.write(line)
+            self.log.flush()
+            tail.append(line.rstrip("\n"))
+        process.stdout.close()
+
+    def _failed(
+        self,
+        name: str,
+        shown: str,
+        code: int | None,
+        *,
+        timeout_s: float | None = None,
+        error: str | None = None,
+        tail: Sequence[str] = (),
+    ) -> Failure:
+        failure = Failure(
+            step=name,
+            command=shown,
+            exit_code=code,
+            timeout_s=timeout_s,
+            error=self.mask(error) if error else None,
+            output_tail="\n".join(tail),
+        )
+        # Its output is in the log just above: the headline is enough here.
+        print(f"imm: {failure_headline(failure)}", file=self.log, flush=True)
+        return failure
 
     def _needs_human(
-        self, reason: str, qa_failures: int, findings: Sequence[CheckResult]
+        self,
+        reason: str,
+        qa_failures: int,
+        findings: Sequence[CheckResult],
+        failures: Sequence[Failure] = (),
     ) -> LaneOutcome:
         print(f"imm: lane needs a person: {reason}", file=self.log, flush=True)
-        return _outcome(self.spec, "needs_human", reason, qa_failures, findings, None)
+        outcome = _outcome(self.spec, "needs_human", reason, qa_failures, findings, None)
+        return outcome.model_copy(update={"failures": list(failures)})
 
 
 def _author(repo: GitRepo, base: str, head: str, now: str) -> tuple[Identity, str]:

@@ -13,6 +13,23 @@ from rich.table import Table
 from rich.text import Text
 
 from imm_action.local.coordinator import CoordinatorView
+from imm_action.model.state import BatchChild, BatchRunState, ChildState
+from imm_action.render import failure_text
+
+LIVE_FAILURE_LINES = 8  # of each failed command's output on the live screen (status shows 40)
+
+
+def parked(state: BatchRunState | None) -> list[BatchChild]:
+    """Children that need a person, with why: what the failure lines of the views show."""
+    if state is None:
+        return []
+    return [child for child in state.children if child.state is ChildState.NEEDS_HUMAN]
+
+
+def failure_lines(child: BatchChild, most: int | None = None) -> list[str]:
+    lines = [f"task {child.task_id} needs a person: {child.reason}"]
+    lines.extend(failure_text(failure, "  ", most) for failure in child.failures)
+    return lines
 
 
 class PlainProgress:
@@ -20,15 +37,24 @@ class PlainProgress:
         self._stream = stream
         self._printed = 0
         self._started = time.monotonic()
+        self._told: set[tuple[str, str | None]] = set()
 
     def __call__(self, view: CoordinatorView) -> None:
         for line in view.events[self._printed :]:
-            elapsed = time.monotonic() - self._started
-            print(f"imm [{elapsed:7.2f}s]: {line}", file=self._stream, flush=True)
+            self._print(line)
         self._printed = len(view.events)
+        for child in parked(view.state):
+            if (child.task_id, child.reason) not in self._told:
+                self._told.add((child.task_id, child.reason))
+                self._print("\n".join(failure_lines(child)))
 
-    def close(self) -> None:
-        return None
+    def _print(self, line: str) -> None:
+        elapsed = time.monotonic() - self._started
+        print(f"imm [{elapsed:7.2f}s]: {line}", file=self._stream, flush=True)
+
+    def close(self, view: CoordinatorView | None = None) -> None:
+        if view is not None:
+            self(view)
 
 
 class LiveProgress:
@@ -46,7 +72,10 @@ class LiveProgress:
         self._last = now
         self._live.update(render(view), refresh=True)
 
-    def close(self) -> None:
+    def close(self, view: CoordinatorView | None = None) -> None:
+        """Stop the live display; with `view`, its final screen shows that view, unthrottled."""
+        if view is not None:
+            self._live.update(render(view), refresh=True)
         self._live.stop()
 
 
@@ -63,4 +92,6 @@ def render(view: CoordinatorView) -> Group:
         table.add_row(lane.task_id, f"{time.monotonic() - lane.started:5.1f}s", str(lane.log))
     parts.append(table)
     parts.extend(Text(line, style="dim") for line in view.events[-5:])
+    for child in parked(view.state):
+        parts.append(Text("\n".join(failure_lines(child, LIVE_FAILURE_LINES)), style="red"))
     return Group(*parts)

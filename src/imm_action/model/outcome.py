@@ -10,6 +10,7 @@ from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
 
 OUTCOME_CONTRACT: Final = "imm_action/lane_outcome/v1"
 OUTPUT_TAIL_BYTES = 4096
+FAILURE_TAIL_LINES = 40  # what a person sees of a failed command's output (SPEC §5.7)
 
 
 class CheckResult(StrictModel):
@@ -26,6 +27,20 @@ class CheckResult(StrictModel):
     error: str | None = None  # why it could not run at all (missing tool, bad cwd)
 
 
+class Failure(StrictModel):
+    """A command that failed, as a person needs to see it wherever the reason is shown: what
+    ran, how it ended, and the last lines of its output with secret values masked."""
+
+    step: str  # "executor", "lane_setup", or the check id "<task_id>:<acceptance id>"
+    command: str  # the argv, shell-quoted for reading (it never ran through a shell)
+    exit_code: int | None
+    timeout_s: float | None = None  # set iff the command was killed at its timeout
+    error: str | None = None  # why it could not run at all (missing tool, bad cwd)
+    output_limited: bool = False
+    changed_outside: list[str] = Field(default_factory=list)
+    output_tail: str  # at most FAILURE_TAIL_LINES lines
+
+
 class LaneOutcome(StrictModel):
     contract: Literal["imm_action/lane_outcome/v1"]
     batch_id: Identifier
@@ -36,6 +51,7 @@ class LaneOutcome(StrictModel):
     qa_failures: Annotated[int, Field(ge=0)]
     findings: list[CheckResult]
     lane_commit: GitOid | None
+    failures: list[Failure] = Field(default_factory=list)  # why it needs a person, shown as is
 
 
 class CachedCheck(StrictModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Final, Literal
 from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
+from imm_action.model.outcome import Failure
 from imm_action.model.state import BatchState, ChildState
 
 REPORT_CONTRACT: Final = "imm_action/batch_run_report/v1"
@@ -20,6 +21,7 @@ class ReportChild(StrictModel):
     lane_branch: str | None
     attempts: Annotated[int, Field(ge=0)]
     qa_failures: Annotated[int, Field(ge=0)]
+    failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
 
 
 class BatchRunReport(StrictModel):

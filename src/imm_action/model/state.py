@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.initiative import Carrier
+from imm_action.model.outcome import Failure
 from imm_action.model.plan import MAX_PARALLEL_LIMIT
 
 STATE_CONTRACT: Final = "imm_action/batch_run_state/v1"
@@ -102,6 +103,7 @@ class BatchChild(StrictModel):
     lane: Lane | None
     qa_failures: Annotated[int, Field(ge=0)]
     attempts: Annotated[int, Field(ge=0)]
+    failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
 
 
 class StateBudget(StrictModel):
