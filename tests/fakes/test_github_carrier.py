@@ -111,9 +111,13 @@ def test_an_issue_number_input_names_the_initiative_it_carries(fake: FakeGitHub)
     source = GitHubSource(_client(fake), REPO, _repo_id(fake))
     assert issue_reference(f"#{parent}") == parent
     assert issue_reference("named") is None
-    assert source.slug_of(parent) == "named"
+    assert source.slug_of(f"#{parent}") == "named"
+    asked = len(fake.requests)
+    assert len(source.read("named").initiative.tasks) == 2
+    assert len(fake.requests) == asked  # the issue read to name the slug was kept
+    assert source.slug_of("named") == "named"
     with pytest.raises(InputError, match=f"issue #{other}: is not an Initiative issue"):
-        source.slug_of(other)
+        source.slug_of(f"#{other}")
 
 
 def test_a_number_that_is_not_the_initiatives_tracker_is_refused(fake: FakeGitHub) -> None:

@@ -74,7 +74,6 @@ query ReadBlockers($owner: String!, $name: String!, $number: Int!, $after: Strin
     }
   }
 }"""
-DOCUMENTS = (FIND_QUERY, LIST_QUERY, READ_QUERY, BLOCKERS_QUERY)
 
 
 class GraphQLReader(Protocol):
@@ -106,14 +105,19 @@ class GitHubSource:
             )
         return self._read[slug]
 
-    def slug_of(self, issue: int) -> str:
-        """The initiative slug the tracker issue `issue` carries (for an input `#123`)."""
+    def slug_of(self, reference: str) -> str:
+        """The slug an `initiative` input names: a slug as it is; for `#123`, the slug the
+        tracker issue carries (that read is kept: reading the initiative costs nothing more)."""
+        issue = issue_reference(reference)
+        if issue is None:
+            return reference
         found = _read_issue(self.reader, self.repository, issue)
         slug = markers(found.body).get("initiative-id") or ""
         if not _is_initiative(found.body, self.repository_id, slug):
             raise InputError(
                 [Problem(f"issue #{issue}", None, "is not an Initiative issue of this repository")]
             )
+        self._read.setdefault(slug, _located(found, self.repository_id, slug))
         return slug
 
     def task_issues(self, slug: str) -> dict[str, int]:
@@ -151,7 +155,11 @@ def read_github_initiative(
     index has not caught up, by listing the repository's issues newest first (one more query per
     100 issues looked at)."""
     number = issue if issue is not None else find_initiative(reader, repository, repo_id, slug)
-    found = _read_issue(reader, repository, number)
+    return _located(_read_issue(reader, repository, number), repo_id, slug)
+
+
+def _located(found: _ReadIssue, repo_id: str, slug: str) -> LocatedInitiative:
+    number = found.number
     if not _is_initiative(found.body, repo_id, slug):
         raise InputError(
             [

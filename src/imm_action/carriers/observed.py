@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from imm_action.errors import InputError, Problem
 from imm_action.model.common import is_identifier
-from imm_action.model.initiative import GithubCarrier, InitiativeTask, LocalCarrier
+from imm_action.model.initiative import Carrier, InitiativeTask
 from imm_action.plan.dag import CycleError, kahn_order
 from imm_action.plan.project import Initiative
 
@@ -51,7 +51,7 @@ class LocatedInitiative:
 
 def normalise(
     slug: str,
-    carrier: LocalCarrier | GithubCarrier,
+    carrier: Carrier,
     observed: Sequence[ObservedTask],
     origin: Location,
 ) -> LocatedInitiative:

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from imm_action.github.client import GitHubClient
-from imm_action.model.initiative import GithubCarrier
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
 from imm_action.render import github_batch_markdown
@@ -77,8 +76,9 @@ def publish_report(
 
 
 def target_for(state: BatchRunState, head_sha: str, repository_url: str) -> ReportTarget:
-    issue = state.carrier.issue_number if isinstance(state.carrier, GithubCarrier) else None
-    return ReportTarget(issue_number=issue, head_sha=head_sha, repository_url=repository_url)
+    return ReportTarget(
+        issue_number=state.carrier.issue, head_sha=head_sha, repository_url=repository_url
+    )
 
 
 def needs_continuation(state: BatchRunState) -> bool:

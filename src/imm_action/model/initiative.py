@@ -15,10 +15,20 @@ class LocalCarrier(StrictModel):
     kind: Literal["local"] = "local"
     path: str
 
+    @property
+    def issue(self) -> int | None:
+        """The issue that carries the initiative: none for a file."""
+        return None
+
 
 class GithubCarrier(StrictModel):
     kind: Literal["github"] = "github"
     issue_number: Annotated[int, Field(ge=1)]
+
+    @property
+    def issue(self) -> int | None:
+        """The issue that carries the initiative (reports go there; reads start there)."""
+        return self.issue_number
 
 
 Carrier = Annotated[LocalCarrier | GithubCarrier, Field(discriminator="kind")]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imm_action.model.common import sha256_digest
-from imm_action.model.initiative import GithubCarrier, InitiativeTask, LocalCarrier
+from imm_action.model.initiative import Carrier, InitiativeTask
 from imm_action.model.intent import TaskIntent
 from imm_action.model.plan import (
     DEFAULT_QA_FAILURE_LIMIT,
@@ -34,7 +34,7 @@ class Initiative:
     """A normalised initiative: ids checked, dependencies known, tasks sorted by task_id."""
 
     slug: str
-    carrier: LocalCarrier | GithubCarrier
+    carrier: Carrier
     tasks: tuple[InitiativeTask, ...]
 
 
