@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))  # the fake GitHub is test code under tests/
 
 from imm_action.carriers.github import GitHubSource  # noqa: E402
+from imm_action.carriers.source import Initiatives  # noqa: E402
 from imm_action.commands import reconcile  # noqa: E402
 from imm_action.console import CommandIO  # noqa: E402
 from imm_action.github.client import GitHubClient, build_github  # noqa: E402
@@ -63,14 +64,14 @@ def arrange(fake: FakeGitHub, root: Path, tasks: int) -> None:
 
 def one_pass(fake: FakeGitHub, root: Path) -> tuple[int, int]:
     client = GitHubClient(build_github("test-token", fake.url), REPO)
-    source = GitHubSource(client, REPO, str(fake.repo(REPO).id))
-    reporting = reconcile.GitHubReporting(client, source, f"https://github.example/{REPO}")
+    initiatives = Initiatives(root, GitHubSource(client, REPO, str(fake.repo(REPO).id)))
+    reporting = reconcile.GitHubReporting(client, f"https://github.example/{REPO}")
     args = reconcile.ReconcileArgs(
         "big", root, None, True, None, "text", os.environ.get("PATH", "")
     )
     before = len(fake.requests)
     sink = io.StringIO()
-    reconcile.run(args, CommandIO(sink, sink), reporting)
+    reconcile.run(args, CommandIO(sink, sink), initiatives, reporting)
     made = fake.requests[before:]
     reads = sum(1 for request in made if request.path == "/graphql")
     return len(made), reads

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
+from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.reconcile import PassPorts, PassResult, reconcile
 from imm_action.integrate.refs import RefStore
@@ -55,7 +56,7 @@ def make_project(
 
 
 def open_local(repo: Path, remote: str | None = None) -> BatchRepo:
-    return open_batch_repo(repo, remote)
+    return open_batch_repo(repo, remote, Initiatives(repo, NoIssueSource()))
 
 
 def run_pass(

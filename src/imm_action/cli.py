@@ -19,7 +19,7 @@ from imm_action.console import CommandIO
 
 if TYPE_CHECKING:
     from imm_action.batches.decisions import DecisionArgs
-    from imm_action.carriers.github import GitHubSource
+    from imm_action.carriers.source import InitiativeSource
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.github.client import GitHubClient
 from imm_action.errors import UsageError
@@ -42,18 +42,24 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import plan
 
     args = plan.PlanArgs(ns.slug, Path(ns.repo), ns.format, ns.max_parallel)
-    return plan.run(args, io, _github_source())
+    return plan.run(args, io, _initiatives(Path(ns.repo)))
 
 
-def _github_source() -> GitHubSource | None:
-    """GitHub-carried initiatives, when the environment names a repository and a token."""
+def _initiatives(repo: Path, client: GitHubClient | None = None) -> InitiativeSource:
+    """Where every command reads initiatives, chosen here once (SPEC §4.4): the files of `repo`,
+    then the repository's GitHub issues when the environment names a repository and a token."""
+    from imm_action.carriers.source import Initiatives, NoIssueSource
+
     has_token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
     if not has_token or not os.environ.get("GITHUB_REPOSITORY"):
-        return None
+        return Initiatives(repo, NoIssueSource())
     from imm_action.carriers.github import GitHubSource
 
-    client, repository = _github_client("reading a GitHub-carried initiative")
-    return GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
+    if client is None:
+        client, _ = _github_client("reading a GitHub-carried initiative")
+    repository = os.environ["GITHUB_REPOSITORY"]
+    issues = GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
+    return Initiatives(repo, issues)
 
 
 def _check(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -94,14 +100,12 @@ def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:
     """GitHub's side of a pass, from the Actions environment (`--report`)."""
     if not ns.report:
         return None
-    from imm_action.carriers.github import GitHubSource
     from imm_action.commands.reconcile import GitHubReporting
 
     client, repository = _github_client("imm reconcile --report")
-    source = GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
     ref = os.environ.get("GITHUB_REF_NAME", "main")
-    return GitHubReporting(client, source, f"{server}/{repository}", ref=ref)
+    return GitHubReporting(client, f"{server}/{repository}", ref=ref)
 
 
 def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -116,15 +120,16 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.format,
         os.environ.get("PATH", ""),
     )
-    return reconcile.run(args, io, _github_reporting(ns))
+    reporting = _github_reporting(ns)
+    client = reporting.client if reporting else None
+    return reconcile.run(args, io, _initiatives(Path(ns.repo), client), reporting)
 
 
 def _status(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import status
 
-    return status.run(
-        status.StatusArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, ns.format), io
-    )
+    args = status.StatusArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, ns.format)
+    return status.run(args, io, _initiatives(Path(ns.repo)))
 
 
 def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -134,7 +139,7 @@ def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.batch_id, ns.task, Path(ns.repo), ns.remote, ns.executor,
         Path(ns.log) if ns.log else None, dict(os.environ),
     )  # fmt: skip
-    return lane.run(args, io)
+    return lane.run(args, io, _initiatives(Path(ns.repo)))
 
 
 def _run(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -143,19 +148,19 @@ def _run(ns: argparse.Namespace, io: CommandIO) -> int:
     args = run.RunArgs(
         ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json, dict(os.environ)
     )
-    return run.run(args, io)
+    return run.run(args, io, _initiatives(Path(ns.repo)))
 
 
 def _retry(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import retry
 
-    return retry.run(_decision_args(ns), ns.task_id, io)
+    return retry.run(_decision_args(ns), ns.task_id, io, _initiatives(Path(ns.repo)))
 
 
 def _cancel(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import cancel
 
-    return cancel.run(_decision_args(ns), io)
+    return cancel.run(_decision_args(ns), io, _initiatives(Path(ns.repo)))
 
 
 def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
@@ -174,14 +179,23 @@ def _command(ns: argparse.Namespace, io: CommandIO) -> int:
     config = load_config(repo).config
     args = command.CommandArgs(Path(ns.event), config.commands.allowed_permission)
     path_env = os.environ.get("PATH", "")
-    return command.run(args, io, client, lambda: RepoBatchOperations(repo, ns.remote, path_env))
+    initiatives = _initiatives(repo, client)
+    return command.run(
+        args, io, client, lambda: RepoBatchOperations(repo, ns.remote, path_env, initiatives)
+    )
 
 
 def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import demo
 
     directory = Path(ns.dir) if ns.dir else None
-    return demo.run(demo.DemoArgs(directory, dict(os.environ)), io)
+    from imm_action.carriers.source import Initiatives, NoIssueSource
+
+    # The demo repository is local by construction: its initiative is a file.
+    args = demo.DemoArgs(
+        directory, dict(os.environ), lambda root: Initiatives(root, NoIssueSource())
+    )
+    return demo.run(args, io)
 
 
 def _options() -> dict[str, argparse.ArgumentParser]:

@@ -9,10 +9,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.intents import IntentFile, read_intents
-from imm_action.carriers.local import has_local_initiative, initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
+from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, is_work_tree, tracked_paths
 from imm_action.model.config import CONFIG_PATH, RepoConfig
@@ -121,18 +120,6 @@ def _unknown_keys(data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...])
     return warnings
 
 
-def load_initiative(repo: Path, slug: str, github: GitHubSource | None = None) -> LocatedInitiative:
-    """SPEC §4.4 lookup order: `docs/initiatives/<slug>.md` if it exists, else GitHub."""
-    if has_local_initiative(repo, slug):
-        return read_local_initiative(repo, slug)
-    if github is not None:
-        return github.read(slug)
-    raise UsageError(
-        f"initiative {slug!r}: {initiative_path(slug)} does not exist, and no GitHub repository "
-        "is configured to look in (set GITHUB_REPOSITORY and GITHUB_TOKEN)"
-    )
-
-
 def load_intents(repo: Path, located: LocatedInitiative) -> dict[str, IntentFile]:
     tracked = tracked_paths(repo, PLANS_DIR)
     return read_intents(repo, (task.task_id for task in located.initiative.tasks), tracked)
@@ -154,10 +141,12 @@ def plan_initiative(
     *,
     max_parallel: int | None = None,
     settled: Mapping[str, str] | None = None,
-    github: GitHubSource | None = None,
+    initiatives: InitiativeSource,
+    issue: int | None = None,
 ) -> tuple[BatchPlan, dict[str, IntentFile]]:
-    """Read everything a plan needs from `repo` and project it (no writes anywhere)."""
-    located = load_initiative(repo, slug, github)
+    """Read everything a plan needs — the initiative from its source (`issue`: the number of
+    the issue carrying it, when known), the intents from `repo` — and project it."""
+    located = initiatives.read(slug, issue)
     intents = load_intents(repo, located)
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,

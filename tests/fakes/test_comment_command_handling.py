@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from imm_action.batches.operations import RepoBatchOperations
+from imm_action.carriers.github import GitHubSource
+from imm_action.carriers.source import Initiatives
 from imm_action.commands import command
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
@@ -32,13 +34,13 @@ def fake() -> Iterator[FakeGitHub]:
         yield github
 
 
-def _event(tmp_path: Path, fake: FakeGitHub, body: str, login: str) -> Path:
+def _event(tmp_path: Path, fake: FakeGitHub, body: str, login: str, issue: int = 1) -> Path:
     repo = fake.repo(REPO)
-    posted = fake.state.new_comment(repo, repo.issues[1], body, login)
+    posted = fake.state.new_comment(repo, repo.issues[issue], body, login)
     payload = example("issue_comment.created")
     payload["comment"] |= {"id": posted["id"], "body": body}
     payload["comment"]["user"]["login"] = payload["sender"]["login"] = login
-    payload["issue"] |= {"number": 1, "body": INITIATIVE_BODY}
+    payload["issue"] |= {"number": issue, "body": repo.issues[issue]["body"]}
     payload["repository"] |= {"full_name": REPO, "default_branch": "main"}
     path = tmp_path / "event.json"
     path.write_text(json.dumps(payload))
@@ -47,7 +49,9 @@ def _event(tmp_path: Path, fake: FakeGitHub, body: str, login: str) -> Path:
 
 def _handle(fake: FakeGitHub, event: Path, project: Path | None = None) -> int:
     client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
-    ops = RepoBatchOperations(project or Path("."), None, "/usr/bin:/bin")
+    where = project or Path(".")
+    issues = GitHubSource(client, REPO, str(fake.repo(REPO).id))
+    ops = RepoBatchOperations(where, None, "/usr/bin:/bin", Initiatives(where, issues))
     sink = io.StringIO()
     return command.run(
         command.CommandArgs(event, "write"), CommandIO(sink, sink), client, lambda: ops
@@ -106,3 +110,31 @@ def test_status_and_plan_answer_from_the_repository(fake: FakeGitHub, tmp_path: 
     (reply,) = _replies(fake)
     assert "# Plan for `init`" in reply
     assert "`init` has no batch yet" in reply
+
+
+def test_plan_answers_with_the_plan_of_an_initiative_kept_on_github(
+    fake: FakeGitHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.conftest import initiative_files, make_repo, run_cli
+
+    files = initiative_files("gh", {"a": [], "b": ["a"]})
+    del files["docs/initiatives/gh.md"]  # kept on GitHub only
+    project = make_repo(tmp_path / "project", files)
+    tracker = fake.add_tracker_initiative(REPO, "gh")
+    first = fake.add_tracker_task(REPO, tracker, "gh", "a")
+    fake.link_blocked_by(REPO, fake.add_tracker_task(REPO, tracker, "gh", "b"), first)
+    fake.hide_from_search(REPO, tracker)  # the event names the issue: no search is needed
+    event = _event(tmp_path, fake, "/imm plan", "writer", issue=tracker)
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    environment |= {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY_ID": str(fake.repo(REPO).id)}
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    code, _, _ = run_cli(capsys, "command", "--event", str(event), "--repo", str(project))
+    assert code == 0
+    (reply,) = _replies(fake)
+    assert "# Plan for `gh`" in reply
+    assert "no GitHub repository is configured" not in reply
+    assert len(fake.requests_to("POST", "/graphql")) == 1  # read by the event's issue number

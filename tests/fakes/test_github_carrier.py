@@ -201,3 +201,29 @@ def test_imm_plan_reads_a_github_carried_initiative_from_the_actions_environment
     assert code == 0
     assert plan["carrier"] == {"kind": "github", "issue_number": parent}
     assert plan["order"] == ["a", "b"]
+
+
+def test_a_graphql_error_exits_2_with_githubs_message_and_no_crash_log(
+    fake: FakeGitHub,
+    tmp_path: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pathlib import Path
+
+    from tests.conftest import initiative_files, make_repo, run_cli
+
+    files = initiative_files("gh", {"a": []})
+    del files["docs/initiatives/gh.md"]
+    repo = make_repo(Path(str(tmp_path)) / "r", files)
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": "acme/gone"}
+    environment |= {"GITHUB_API_URL": fake.url, "RUNNER_TEMP": str(tmp_path)}
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    code, _, err = run_cli(capsys, "plan", "gh", "--repo", str(repo))
+    assert code == 2
+    assert err.strip() == (
+        "imm plan: GitHub refused the GraphQL query ListIssues: "
+        "Could not resolve to a Repository with the name 'acme/gone'."
+    )
+    assert not list(Path(str(tmp_path)).glob("imm-*.log"))

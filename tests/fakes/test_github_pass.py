@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.carriers.github import GitHubSource
+from imm_action.carriers.source import Initiatives
 from imm_action.commands import reconcile
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
@@ -44,15 +45,12 @@ def _pass(fake: FakeGitHub, repo: Path, admit: bool = True) -> int:
     client = GitHubClient(
         build_github("test-token", fake.url), REPO, RetryBudget(attempts=12, max_wait=0.01)
     )
-    reporting = reconcile.GitHubReporting(
-        client,
-        GitHubSource(client, REPO, str(fake.repo(REPO).id)),
-        f"https://github.example/{REPO}",
-    )
+    reporting = reconcile.GitHubReporting(client, f"https://github.example/{REPO}")
+    initiatives = Initiatives(repo, GitHubSource(client, REPO, str(fake.repo(REPO).id)))
     args = reconcile.ReconcileArgs("big", repo, None, admit, None, "text", os.environ["PATH"])
     sink = io.StringIO()
     before = len(fake.requests)
-    reconcile.run(args, CommandIO(sink, sink), reporting)
+    reconcile.run(args, CommandIO(sink, sink), initiatives, reporting)
     return len(fake.requests) - before
 
 
@@ -107,3 +105,16 @@ def test_integrated_tasks_issues_are_closed_when_configured(
     assert states["t000"] == "closed"
     assert states["t001"] == "open"
     assert states["Initiative big"] == "open"
+
+
+def test_a_later_pass_reads_the_initiative_by_the_issue_number_the_batch_recorded(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    repo = _arrange(fake, tmp_path, 100)
+    _pass(fake, repo)
+    assert len(fake.requests_to("POST", "/graphql")) == 2  # search, then the read by number
+    (number,) = fake.repo(REPO).sub_issues  # the tracker issue, parent of the tasks
+    fake.hide_from_search(REPO, number)  # even if search lost it, the number is known
+    before = len(fake.requests_to("POST", "/graphql"))
+    _pass(fake, repo)
+    assert len(fake.requests_to("POST", "/graphql")) - before == 1

@@ -210,13 +210,14 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
     import subprocess
 
     from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
+    from imm_action.carriers.source import Initiatives, NoIssueSource
     from imm_action.integrate.reconcile import reconcile
     from imm_action.model.state import LocalRunner
 
     repo = make_project(tmp_path / "r", {"a": []})
     gone = subprocess.Popen(["true"])
     gone.wait()  # a coordinator pid that no longer exists
-    batch_repo = open_batch_repo(repo, None)
+    batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
     owner = LocalRunner(path="lane.log", pid=gone.pid)
     request = pass_request(
         batch_repo, "init", batch_id=None, admit=True, runner_for=lambda _: owner

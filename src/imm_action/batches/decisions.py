@@ -9,6 +9,7 @@ from pathlib import Path
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate import transitions
@@ -40,10 +41,13 @@ def _retry(state: BatchRunState, task_id: str) -> BatchRunState:
 
 
 def apply_decision(
-    args: DecisionArgs, decision: Callable[[BatchRunState], BatchRunState], io: CommandIO
+    args: DecisionArgs,
+    decision: Callable[[BatchRunState], BatchRunState],
+    io: CommandIO,
+    initiatives: InitiativeSource,
 ) -> int:
     """Apply a person's decision to the active batch through a reconcile pass (one CAS)."""
-    batch_repo = open_batch_repo(args.repo, args.remote)
+    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False)
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(replace(request, mutate=decision), ports)

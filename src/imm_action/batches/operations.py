@@ -8,6 +8,7 @@ from pathlib import Path
 
 from imm_action.batches.decisions import DecisionArgs, apply_decision, retry_decision
 from imm_action.batches.repo import open_batch_repo
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import ImmError
 from imm_action.integrate import transitions
@@ -21,9 +22,10 @@ class RepoBatchOperations:
     repo: Path
     remote: str | None
     path_env: str
+    initiatives: InitiativeSource
 
     def status(self, slug: str) -> str:
-        batch_repo = open_batch_repo(self.repo, self.remote)
+        batch_repo = open_batch_repo(self.repo, self.remote, self.initiatives)
         batch_repo.refs.refresh()
         store = StateStore(batch_repo.refs)
         batches = store.batches_of(slug)
@@ -32,10 +34,12 @@ class RepoBatchOperations:
             return f"`{slug}` has no batch yet. Start one with `/imm run`."
         return batch_markdown(stored.report, stored.state)
 
-    def plan(self, slug: str) -> str:
-        batch_repo = open_batch_repo(self.repo, self.remote)
+    def plan(self, slug: str, issue: int | None = None) -> str:
+        batch_repo = open_batch_repo(self.repo, self.remote, self.initiatives)
         try:
-            plan, _ = plan_initiative(batch_repo.root, slug, batch_repo.config)
+            plan, _ = plan_initiative(
+                batch_repo.root, slug, batch_repo.config, initiatives=self.initiatives, issue=issue
+            )
         except ImmError as error:
             return f"The plan of `{slug}` cannot be made:\n\n```\n{error}\n```"
         return plan_markdown(plan)
@@ -50,7 +54,7 @@ class RepoBatchOperations:
         sink = text_io.StringIO()
         args = DecisionArgs(slug, self.repo, None, self.remote, self.path_env)
         try:
-            apply_decision(args, decision, CommandIO(sink, sink))
+            apply_decision(args, decision, CommandIO(sink, sink), self.initiatives)
         except ImmError as error:
             return f"`{what}` was refused: {error}"
         return f"Done: `{what}`.\n\n```\n{sink.getvalue().strip()}\n```"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from imm_action.carriers.github import GitHubSource
+from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import UsageError
 from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.repo import GitRepo
@@ -31,12 +31,10 @@ class BatchRepo:
     repo: GitRepo
     refs: RefStore
     config: RepoConfig
-    github: GitHubSource | None = None
+    initiatives: InitiativeSource  # where the initiative is read from (chosen by the CLI)
 
 
-def open_batch_repo(
-    path: Path, remote: str | None, github: GitHubSource | None = None
-) -> BatchRepo:
+def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:
     """The repository a batch runs in: its work tree root, and where its refs live."""
     project = open_repo(path)
     try:
@@ -47,7 +45,7 @@ def open_batch_repo(
         raise UsageError(f"--repo {path}: batches run at the top of a work tree ({root})")
     repo = GitRepo(root, GitRunner(root))
     refs: RefStore = LocalRefStore(repo) if remote is None else RemoteRefStore(repo, remote)
-    return BatchRepo(root, repo, refs, load_config(root).config, github)
+    return BatchRepo(root, repo, refs, load_config(root).config, initiatives)
 
 
 def base_of(batch_repo: BatchRepo) -> tuple[str, str]:
@@ -85,12 +83,14 @@ def pass_request(
     start: bool = True,
 ) -> PassRequest:
     batch_repo.refs.refresh()
+    store = StateStore(batch_repo.refs)
     plan, intents = plan_initiative(
         batch_repo.root,
         slug,
         batch_repo.config,
-        settled=settled_tasks(StateStore(batch_repo.refs), slug),
-        github=batch_repo.github,
+        settled=settled_tasks(store, slug),
+        initiatives=batch_repo.initiatives,
+        issue=recorded_issue(store, slug),
     )
     base_ref, base_head = base_of(batch_repo)
     scopes = scopes_of(intents)
@@ -108,6 +108,13 @@ def pass_request(
         barrier_globs=tuple(batch_repo.config.barrier_files),
         runner_for=runner_for or _unstarted_local_lane,
     )
+
+
+def recorded_issue(store: StateStore, slug: str) -> int | None:
+    """The issue the newest batch of `slug` recorded as carrying it: read by number, not
+    looked for again."""
+    batches = store.batches_of(slug)
+    return batches[-1].state.carrier.issue if batches else None
 
 
 def settled_tasks(store: StateStore, slug: str) -> dict[str, str]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from imm_action.batches.decisions import DecisionArgs, apply_decision
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.integrate import transitions
 
 
-def run(args: DecisionArgs, io: CommandIO) -> int:
-    return apply_decision(args, transitions.cancel, io)
+def run(args: DecisionArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+    return apply_decision(args, transitions.cancel, io, initiatives)

@@ -20,7 +20,7 @@ class BatchOperations(Protocol):
 
     def status(self, slug: str) -> str: ...
 
-    def plan(self, slug: str) -> str: ...
+    def plan(self, slug: str, issue: int | None = None) -> str: ...
 
     def retry(self, slug: str, task_id: str) -> str: ...
 
@@ -95,7 +95,7 @@ def _answer(
         case "status":
             return operations().status(slug)
         case "plan":
-            return operations().plan(slug)
+            return operations().plan(slug, event.issue.number)
         case "retry":
             assert item.task_id is not None
             return operations().retry(slug, item.task_id)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from imm_action.carriers.source import InitiativeSource
 from imm_action.commands import run as run_command
 from imm_action.console import CommandIO
 from imm_action.demo.project import SLUG, create_demo_repository
@@ -18,6 +19,7 @@ from imm_action.errors import UsageError
 class DemoArgs:
     directory: Path | None
     environment: Mapping[str, str]
+    initiatives: Callable[[Path], InitiativeSource]  # the demo repository's, once it exists
 
 
 def run(args: DemoArgs, io: CommandIO) -> int:
@@ -28,7 +30,9 @@ def run(args: DemoArgs, io: CommandIO) -> int:
     io.warn(f"imm demo: created the demo repository at {root}")
     io.warn(f"imm demo: running `imm run {SLUG} --repo {root}` with the bundled executor")
     code = run_command.run(
-        run_command.RunArgs(SLUG, root, None, None, None, False, args.environment), io
+        run_command.RunArgs(SLUG, root, None, None, None, False, args.environment),
+        io,
+        args.initiatives(root),
     )
     graph = subprocess.run(
         ["git", "log", "--graph", "--oneline", "--decorate", f"imm/{SLUG}"],

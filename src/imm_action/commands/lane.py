@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from imm_action.batches.repo import open_batch_repo
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore
@@ -29,8 +30,8 @@ class LaneArgs:
     environment: Mapping[str, str]
 
 
-def run(args: LaneArgs, io: CommandIO) -> int:
-    batch_repo = open_batch_repo(args.repo, args.remote)
+def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = StateStore(batch_repo.refs).load(args.batch_id)
     if stored is None:

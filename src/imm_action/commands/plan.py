@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from imm_action.carriers.github import GitHubSource
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
@@ -29,13 +29,13 @@ class PlanArgs:
     max_parallel: int | None
 
 
-def run(args: PlanArgs, io: CommandIO, github: GitHubSource | None = None) -> int:
+def run(args: PlanArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     repo = open_repo(args.repo)
     loaded = load_config(repo)
     for warning in loaded.warnings:
         io.warn(warning.render())
     plan, intents = plan_initiative(
-        repo, args.slug, loaded.config, max_parallel=args.max_parallel, github=github
+        repo, args.slug, loaded.config, max_parallel=args.max_parallel, initiatives=initiatives
     )
     for file in intents.values():
         for problem in file.problems:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
-from imm_action.carriers.github import GitHubSource
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
@@ -33,15 +33,18 @@ class GitHubReporting:
     """Where a pass on GitHub reports (SPEC §5.6) and how it asks for a continuation."""
 
     client: GitHubClient
-    source: GitHubSource
     repository_url: str
     workflow: str = "imm-batch.yml"
     ref: str = "main"
 
 
-def run(args: ReconcileArgs, io: CommandIO, github: GitHubReporting | None = None) -> int:
-    source = github.source if github else None
-    batch_repo = open_batch_repo(args.repo, args.remote, source)
+def run(
+    args: ReconcileArgs,
+    io: CommandIO,
+    initiatives: InitiativeSource,
+    github: GitHubReporting | None = None,
+) -> int:
+    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(request, ports)
@@ -64,7 +67,7 @@ def _report(
     head = batch_repo.refs.read([branch])[branch] or state.base_head
     target = target_for(state, head, github.repository_url)
     if batch_repo.config.close_integrated_issues and target.issue_number is not None:
-        issues = github.source.task_issues(state.initiative_slug)
+        issues = batch_repo.initiatives.task_issues(state.initiative_slug)
         target = replace(target, close_integrated=True, task_issues=issues)
     publish_report(github.client, stored.report, state, target)
     if not args.admit and needs_continuation(state):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_INTERRUPTED, EXIT_NEEDS_HUMAN, EXIT_OK, ImmError, UsageError
 from imm_action.integrate.store import StateStore
@@ -28,8 +29,8 @@ class RunArgs:
     environment: Mapping[str, str]
 
 
-def run(args: RunArgs, io: CommandIO) -> int:
-    batch_repo = open_batch_repo(args.repo, None)
+def run(args: RunArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+    batch_repo = open_batch_repo(args.repo, None, initiatives)
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor CMD or set executor in .github/imm.yml")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo
+from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
@@ -21,8 +22,8 @@ class StatusArgs:
     format: str
 
 
-def run(args: StatusArgs, io: CommandIO) -> int:
-    batch_repo = open_batch_repo(args.repo, args.remote)
+def run(args: StatusArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
     print_report(stored, args.format, io, batch_repo.root)

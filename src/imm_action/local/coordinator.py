@@ -204,7 +204,10 @@ class Coordinator:
             dict(self.options.environment),
         )  # fmt: skip
         with open(log, "a", encoding="utf-8") as sink:
-            return run_guarded("lane", lambda io: lane.run(args, io), CommandIO(sink, sink))
+            initiatives = self.batch_repo.initiatives
+            return run_guarded(
+                "lane", lambda io: lane.run(args, io, initiatives), CommandIO(sink, sink)
+            )
 
     def _wait_for_a_lane(self) -> None:
         """Until a lane ends, or someone else wrote the batch state (e.g. `imm cancel`)."""
