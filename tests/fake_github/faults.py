@@ -18,6 +18,7 @@ class Fault(Enum):
     RESET_AFTER_WRITE = "reset_after_write"  # handled (a POST took effect), then the line drops
     SLOW = "slow"
     GRAPHQL_TIMEOUT = "graphql_timeout"  # HTTP 200, `errors`: GitHub's "something went wrong"
+    BAD_REQUEST = "400"  # what GitHub answers a body it cannot parse
 
 
 class FaultPlan:

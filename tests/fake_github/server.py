@@ -340,6 +340,8 @@ def _injected_response(fault: Fault | None) -> _Response | None:
         case Fault.SECONDARY_RATE_LIMIT:
             payload = {"message": SECONDARY_LIMIT_MESSAGE, "documentation_url": DOCS}
             return _Response(403, payload, {"Retry-After": "1"})
+        case Fault.BAD_REQUEST:
+            return _error(400, "Problems parsing JSON")
         case Fault.GRAPHQL_TIMEOUT:
             return _Response(200, {"data": None, "errors": [{"message": GRAPHQL_TIMEOUT}]}, {})
         case Fault.SECONDARY_RATE_LIMIT_BARE:

@@ -123,6 +123,14 @@ def test_an_invalid_query_fails_clearly_naming_the_query_and_githubs_message(
     assert len(fake.requests) == 1  # not retried: the request is at fault
 
 
+def test_a_graphql_request_refused_with_http_400_fails_clearly(fake: FakeGitHub) -> None:
+    fake.faults.queue(Fault.BAD_REQUEST)
+    with pytest.raises(GitHubQueryError) as caught:
+        _client(fake).graphql("query Who { viewer { login } }", {})
+    assert str(caught.value) == "GitHub refused the GraphQL query Who: Problems parsing JSON"
+    assert caught.value.exit_code == EXIT_INVALID_INPUT
+
+
 def test_a_passing_graphql_failure_is_retried(fake: FakeGitHub) -> None:
     fake.faults.queue(Fault.GRAPHQL_TIMEOUT)
     data = _client(fake).graphql(
