@@ -55,7 +55,7 @@ def test_a_tracker_issue_known_by_number_is_read_with_one_query_per_hundred_task
     assert len(located.initiative.tasks) == tasks
     assert located.initiative.tasks[5].blocked_by == ["t004"]
     assert located.initiative.tasks[-1].blocked_by == [f"t{tasks - 2:03d}"]
-    assert located.initiative.carrier.issue_number == parent  # type: ignore[union-attr]
+    assert located.initiative.carrier.issue == parent
     assert len(fake.requests_to("POST", "/graphql")) == requests
     assert len(fake.requests) == requests  # and nothing else
 
@@ -78,7 +78,7 @@ def test_a_tracker_issue_search_has_not_indexed_yet_is_found_by_listing_newest_f
     for index in range(150):  # newer issues to page past: the tracker is on the second page
         fake.state.new_issue(fake.repo(REPO), f"noise {index}", "nothing here", "acme")
     located = read_github_initiative(_client(fake), REPO, _repo_id(fake), "fresh")
-    assert located.initiative.carrier.issue_number == parent  # type: ignore[union-attr]
+    assert located.initiative.carrier.issue == parent
     assert [task.task_id for task in located.initiative.tasks] == ["t000", "t001", "t002"]
     assert len(fake.requests) == 4  # search, two listing pages, the read
 
