@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.commands import run as run_command
 from imm_action.console import CommandIO
 from imm_action.github.reporting import status_comment
@@ -44,7 +45,7 @@ def behave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-
 def _run_live(repo: Path) -> tuple[int, str, str]:
     out, screen = io.StringIO(), Terminal()
     args = run_command.RunArgs("init", repo, None, EXECUTOR, None, False, dict(os.environ))
-    code = run_command.run(args, CommandIO(out, screen))
+    code = run_command.run(args, CommandIO(out, screen), Initiatives(repo, NoIssueSource()))
     return code, out.getvalue(), screen.getvalue()
 
 
