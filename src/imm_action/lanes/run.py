@@ -173,7 +173,9 @@ class _Lane:
                 print(f"imm: check {result.check_id}: {verdict}", file=self.log, flush=True)
             failed = [result for result in results if not result.passed]
             if not failed:
-                return self._commit(intent, tree, head, qa_failures, findings)
+                committed = self._commit(intent, tree, head, qa_failures, findings)
+                # what the earlier attempt failed, and the executor then fixed
+                return committed.model_copy(update={"failures": failures})
             qa_failures += 1
             findings = failed
             failures = check_failures(checks, failed, self.mask)

@@ -51,7 +51,8 @@ class LaneOutcome(StrictModel):
     qa_failures: Annotated[int, Field(ge=0)]
     findings: list[CheckResult]
     lane_commit: GitOid | None
-    failures: list[Failure] = Field(default_factory=list)  # why it needs a person, shown as is
+    # needs_human: why, shown as is; settled: what the last failed attempt failed (then fixed)
+    failures: list[Failure] = Field(default_factory=list)
 
 
 class CachedCheck(StrictModel):
