@@ -41,8 +41,10 @@ def _positive_int(text: str) -> int:
 def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import plan
 
-    args = plan.PlanArgs(ns.slug, Path(ns.repo), ns.format, ns.max_parallel)
-    return plan.run(args, io, _initiatives(Path(ns.repo)))
+    initiatives = _initiatives(Path(ns.repo))
+    slug = initiatives.slug_of(ns.slug)  # an `initiative` input may name the issue: `#123`
+    args = plan.PlanArgs(slug, Path(ns.repo), ns.format, ns.max_parallel)
+    return plan.run(args, io, initiatives)
 
 
 def _initiatives(repo: Path, client: GitHubClient | None = None) -> InitiativeSource:
@@ -111,8 +113,10 @@ def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:
 def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import reconcile
 
+    reporting = _github_reporting(ns)
+    initiatives = _initiatives(Path(ns.repo), reporting.client if reporting else None)
     args = reconcile.ReconcileArgs(
-        ns.slug,
+        initiatives.slug_of(ns.slug),  # an `initiative` input may name the issue: `#123`
         Path(ns.repo),
         ns.batch_id,
         ns.admit,
@@ -120,9 +124,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.format,
         os.environ.get("PATH", ""),
     )
-    reporting = _github_reporting(ns)
-    client = reporting.client if reporting else None
-    return reconcile.run(args, io, _initiatives(Path(ns.repo), client), reporting)
+    return reconcile.run(args, io, initiatives, reporting)
 
 
 def _status(ns: argparse.Namespace, io: CommandIO) -> int:

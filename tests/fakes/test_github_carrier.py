@@ -227,3 +227,29 @@ def test_a_graphql_error_exits_2_with_githubs_message_and_no_crash_log(
         "Could not resolve to a Repository with the name 'acme/gone'."
     )
     assert not list(Path(str(tmp_path)).glob("imm-*.log"))
+
+
+def test_imm_plan_takes_the_initiative_as_the_number_of_its_issue(
+    fake: FakeGitHub,
+    tmp_path: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+    from pathlib import Path
+
+    from tests.conftest import initiative_files, make_repo, run_cli
+
+    files = initiative_files("gh", {"a": []})
+    del files["docs/initiatives/gh.md"]
+    repo = make_repo(Path(str(tmp_path)) / "r", files)
+    parent = _initiative(fake, "gh")
+    _task(fake, parent, "gh", "a")
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    environment |= {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY_ID": _repo_id(fake)}
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    code, out, _ = run_cli(capsys, "plan", f"#{parent}", "--repo", str(repo))
+    assert code == 0
+    assert json.loads(out)["initiative"] == "gh"
+    assert len(fake.requests) == 1  # the issue read once: to name the slug and for the plan
