@@ -3,7 +3,8 @@
 Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
 (crashes until the file named by IMM_TEST_FIX exists), leak (prints the value of MY_API_KEY and
 exits 2). With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
-overlapped; with IMM_TEST_PROMPTS set, it keeps each prompt it was given there."""
+overlapped; with IMM_TEST_PROMPTS set, it keeps each prompt it was given there; with
+IMM_TEST_PIDS set, its pid when it starts."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def main() -> int:
     if prompts:
         prompt = Path(os.environ["IMM_PROMPT_FILE"]).read_text()
         (Path(prompts) / f"{task}.{attempt}.md").write_text(prompt)
+    pids = os.environ.get("IMM_TEST_PIDS")
+    if pids:
+        (Path(pids) / f"{task}.{attempt}.{os.getpid()}").write_text("")
     if behaviour == "leak":
         print(f"connecting with key {os.environ.get('MY_API_KEY')}")
         return 2

@@ -9,6 +9,7 @@ EXIT_NEEDS_HUMAN = 1
 EXIT_INVALID_INPUT = 2
 EXIT_UNEXPECTED = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
 
 
 @dataclass(frozen=True, order=True)

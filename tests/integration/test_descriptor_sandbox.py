@@ -80,6 +80,50 @@ def test_a_check_sleeping_past_its_timeout_is_killed_with_its_children(
     assert _gone(child)
 
 
+# A check that starts a daemon in a session of its own (the daemon writes its pid once it runs,
+# the check waits for that), then ends or sleeps.
+DAEMON_STARTER = """
+import os, subprocess, sys, time
+marker, then = sys.argv[1], sys.argv[2]
+daemon = "import os,sys,time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+subprocess.Popen([sys.executable, "-c", daemon, marker + ".tmp"], start_new_session=True)
+while not os.path.exists(marker + ".tmp") or not open(marker + ".tmp").read():
+    time.sleep(0.01)
+os.rename(marker + ".tmp", marker)
+if then == "sleep":
+    time.sleep(60)
+"""
+
+
+def _daemon_check(tmp_path: Path, then: str, **command: object) -> tuple[Check, Path]:
+    script = tmp_path / "starter.py"
+    script.write_text(DAEMON_STARTER)
+    marker = tmp_path / "daemon.pid"
+    body = {
+        "contract": "assurance_kernel/verification_descriptor/v2",
+        "command": {"executable": "python3", "argv": [str(script), str(marker), then], **command},
+    }
+    return Check("t:ok", parse_descriptor(json.dumps(body))), marker
+
+
+def test_a_setsid_daemon_left_by_a_passing_check_is_killed_when_the_check_ends(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    check, marker = _daemon_check(tmp_path, "exit")
+    result = _run(tree, check)
+    assert result.passed, result
+    assert _gone(int(marker.read_text()))
+
+
+def test_a_setsid_daemon_of_a_check_that_times_out_is_killed_too(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    check, marker = _daemon_check(tmp_path, "sleep", timeout_ms=3000)
+    result = _run(tree, check)
+    assert result.timed_out
+    assert _gone(int(marker.read_text()))
+
+
 def _gone(pid: int) -> bool:
     """Dead, or a zombie waiting for a reaper (this sandbox's pid 1 may never reap it)."""
     try:

@@ -95,7 +95,9 @@ def test_an_executor_failure_shows_its_command_exit_status_and_output_with_secre
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("MY_API_KEY", "sk-live-0123456789")
-    repo = make_project(tmp_path / "r", {"a": []})
+    # mapped in: the executor environment is an allowlist (README "What an executor sees")
+    config = {".github/imm.yml": "executor_env: [MY_API_KEY]\n", "config.txt": "mode=ok\n"}
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files=config)
     behave(a="leak")
     assert run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)[0] == 1
     _, text, _ = run_cli(capsys, "status", "--repo", str(repo))

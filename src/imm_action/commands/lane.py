@@ -15,6 +15,7 @@ from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.run import LaneSpec, run_lane
+from imm_action.masking import masker_for
 from imm_action.model.state import ChildState
 from imm_action.verify.checks import ResultCache, Verifier
 
@@ -56,8 +57,14 @@ def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
         executor=executor,
         lane_setup=batch_repo.config.lane_setup,
         timeout_s=batch_repo.config.lane_timeout_minutes * 60.0,
+        executor_env=tuple(batch_repo.config.executor_env),
     )
-    verifier = Verifier(batch_repo.repo, ResultCache(), path_env=args.environment.get("PATH", ""))
+    verifier = Verifier(
+        batch_repo.repo,
+        ResultCache(),
+        path_env=args.environment.get("PATH", ""),
+        mask=masker_for(args.environment),
+    )
     log: TextIO = args.log.open("a", encoding="utf-8", buffering=1) if args.log else sys.stdout
     try:
         result = run_lane(

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import signal
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
-from imm_action.errors import EXIT_INTERRUPTED, EXIT_NEEDS_HUMAN, EXIT_OK, ImmError, UsageError
+from imm_action.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_NEEDS_HUMAN,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    ImmError,
+    UsageError,
+)
 from imm_action.integrate.store import StateStore
 from imm_action.local.coordinator import Coordinator, RunOptions
 from imm_action.local.progress import LiveProgress, PlainProgress
@@ -39,16 +49,49 @@ def run(args: RunArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     progress = LiveProgress(io.err) if live else PlainProgress(io.err)
     coordinator = Coordinator(batch_repo, options, progress)
     try:
-        state = coordinator.run()
-    except KeyboardInterrupt:
-        coordinator.interrupt()
+        with _sigterm_as_interrupt():
+            state = coordinator.run()
+    except KeyboardInterrupt as stop:
+        # Ctrl-C or SIGTERM: stop admitting, end the lanes (each ends its executor's whole
+        # process tree and removes its folder); the state is already saved by the last pass.
+        with _signals_ignored():
+            coordinator.interrupt()
         progress.close(coordinator.view)
         again = NextCommand(("run", args.slug), None).local(io.program, batch_repo.root)
-        io.warn(f"imm run: interrupted; the batch is saved — resume it with: {again}")
-        return EXIT_INTERRUPTED
+        why = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        io.warn(f"imm run: {why}; the batch is saved — resume it with: {again}")
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
     progress.close(coordinator.view)
     stored = StateStore(batch_repo.refs).load(state.batch_id)
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
     print_report(stored, "json" if args.json else "text", io, batch_repo.root)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (a lane forked from `imm run` inherits the handler too)."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """While the lanes are being ended, a second Ctrl-C or SIGTERM does not cut that short."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -119,9 +119,27 @@ class GitRepo:
         self.git = runner or GitRunner(path)
         self._objects = _ObjectReader(self.git)
         self._objects_dir: Path | Literal[False] | None = None
+        self._git_dir: Path | None = None
 
     def close(self) -> None:
         self._objects.close()
+
+    def git_directory(self) -> Path:
+        """This repository's git directory, absolute."""
+        if self._git_dir is None:
+            found = self.git.output(["rev-parse", "--absolute-git-dir"]).strip()
+            self._git_dir = Path(found)
+        return self._git_dir
+
+    def common_directory(self) -> Path:
+        """The git directory shared by all worktrees of this repository, absolute."""
+        found = self.git.output(["rev-parse", "--git-common-dir"]).strip()
+        return (self.path / found).resolve()
+
+    def objects_directory(self) -> Path:
+        """Where this repository keeps its objects, absolute (shared by linked worktrees)."""
+        found = self.git.output(["rev-parse", "--git-path", "objects"]).strip()
+        return (self.path / found).resolve()
 
     def __del__(self) -> None:
         self._objects.close()

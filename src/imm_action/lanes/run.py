@@ -1,20 +1,17 @@
 """One lane from lane base to published outcome (SPEC §5.1).
 
-Checkout of the lane base in a private worktree, optional `lane_setup`, a prompt rendered from
-the intent, the executor run without any token, the scope and emptiness checks, the task's
-descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one lane commit
-on the lane base — and its outcome published with the lane branch in one CAS. A lane that fails
-publishes its outcome too.
+A checkout of the lane base in a repository of the lane's own (lanes/folders.py,
+git/lane_repo.py), optional `lane_setup`, a prompt rendered from the intent, the executor run with
+an allowlisted environment under a reaper (verify/contain.py), the scope and emptiness checks,
+the task's descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one
+lane commit on the lane base — and its outcome published with the lane branch in one CAS. A lane
+that fails publishes its outcome too. Everything the executor prints reaches the log masked.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
-import signal
 import subprocess
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -23,8 +20,12 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from imm_action.git.candidate import BATCH_TRAILER
+from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
-from imm_action.integrate.refs import RefStore
+from imm_action.integrate.refs import RefStore, lane_branch
+from imm_action.lanes.change import changed_entries
+from imm_action.lanes.environment import executor_environment
+from imm_action.lanes.folders import LaneFolder, lanes_root, new_lane_folder, remove_lane_folder
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
 from imm_action.masking import NO_MASK, Masker, masker_for
@@ -38,18 +39,16 @@ from imm_action.model.outcome import (
     LaneOutcome,
 )
 from imm_action.plan.glob import outside_scope
+from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.project import intent_path
 from imm_action.render import failure_ending, failure_headline, failure_text
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, Verifier, mask_result
+from imm_action.verify.contain import end, start_contained
 from imm_action.verify.failures import check_failures, command_text
 
 REASON_EMPTY = "lane_empty"
 REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
 REASON_QA_LIMIT = "QA failure limit reached"
-
-# Never handed to an executor or a setup step (SPEC §8): tokens stay with imm.
-_SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-_GIT_PLUMBING = ("ACTIONS_", "GIT_CONFIG", "GIT_INDEX_FILE", "GIT_DIR", "GIT_WORK_TREE")
 
 
 @dataclass(frozen=True)
@@ -66,24 +65,13 @@ class LaneSpec:
     executor: str
     lane_setup: str | None = None
     timeout_s: float = 3600.0
+    executor_env: tuple[str, ...] = ()  # names the repository config maps in
 
 
 @dataclass(frozen=True)
 class LaneResult:
     outcome: LaneOutcome
     outcome_commit: str
-
-
-def lane_environment(parent: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment less anything that looks like a credential, plus IMM_*."""
-    kept = {
-        key: value
-        for key, value in parent.items()
-        if not any(marker in key.upper() for marker in _SECRET_MARKERS)
-        and not key.startswith(_GIT_PLUMBING)
-    }
-    kept.update(extra)
-    return kept
 
 
 def run_lane(
@@ -96,17 +84,17 @@ def run_lane(
     git_date: Callable[[], str],
 ) -> LaneResult:
     repo = refs.repo
-    with tempfile.TemporaryDirectory(prefix=f"imm-lane-{spec.task_id}-") as scratch:
-        worktree = Path(scratch) / "work"
-        repo.add_worktree(worktree, spec.base_head)
-        try:
-            lane = _Lane(
-                spec, repo, worktree, Path(scratch) / "prompt.md", verifier, log, git_date,
-                masker_for(environment),
-            )  # fmt: skip
-            outcome = lane.work(environment)
-        finally:
-            repo.remove_worktree(worktree)
+    root = lanes_root(repo.common_directory())
+    folder = new_lane_folder(root, spec.batch_id, spec.task_id, spec.attempt)
+    try:
+        lane_repo = LaneRepository(repo, folder.work, folder.index)
+        lane_repo.create(spec.base_head, lane_branch(spec.slug, spec.task_id))
+        lane = _Lane(
+            spec, repo, lane_repo, folder, verifier, log, git_date, masker_for(environment)
+        )
+        outcome = lane.work(environment)
+    finally:
+        remove_lane_folder(root, folder)
     commit = publish_outcome(refs, spec.slug, outcome, git_date())
     return LaneResult(outcome, commit)
 
@@ -115,12 +103,16 @@ def run_lane(
 class _Lane:
     spec: LaneSpec
     repo: GitRepo
-    worktree: Path
-    prompt: Path
+    lane_repo: LaneRepository
+    folder: LaneFolder
     verifier: Verifier
     log: TextIO
     git_date: Callable[[], str]
     mask: Masker = NO_MASK
+
+    @property
+    def prompt(self) -> Path:
+        return self.folder.prompt
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
@@ -133,7 +125,12 @@ class _Lane:
             Check(f"{spec.task_id}:{item.id}", parse_descriptor(item.verification))
             for item in intent.acceptance
         ]
-        env = lane_environment(environment, _imm_variables(spec, self.prompt))
+        extra = {
+            **_imm_variables(spec, self.prompt),
+            # git in the lane finds the lane's repository or none, never one around the folder
+            "GIT_CEILING_DIRECTORIES": str(self.folder.root),
+        }
+        env = executor_environment(environment, spec.executor_env, extra)
         if spec.lane_setup:
             setup = self._step("lane_setup", spec.lane_setup, env)
             if setup is not None:
@@ -158,7 +155,7 @@ class _Lane:
             if executor is not None:
                 why = f"executor {failure_ending(executor)}"
                 return self._needs_human(why, qa_failures, findings, [executor])
-            tree, head = self.repo.snapshot_worktree(self.worktree)
+            tree = self.lane_repo.snapshot()
             changed = self.repo.changed_paths(spec.base_head, tree)
             if not changed:
                 empty = f"{REASON_EMPTY}: the executor changed nothing"
@@ -167,13 +164,17 @@ class _Lane:
             if outside:
                 dirty = f"{REASON_OUTSIDE_SCOPE}: {', '.join(outside)}"
                 return self._needs_human(dirty, qa_failures, findings)
+            # .git paths, gitlinks, links out of the repository (the integrator checks again)
+            refusal = lane_change_refusal(changed_entries(self.repo, spec.base_head, tree), ["**"])
+            if refusal is not None:
+                return self._needs_human(refusal, qa_failures, findings)
             results = self.verifier.verify(tree, checks)
             for result in results:
                 verdict = "passed" if result.passed else "FAILED"
                 print(f"imm: check {result.check_id}: {verdict}", file=self.log, flush=True)
             failed = [result for result in results if not result.passed]
             if not failed:
-                committed = self._commit(intent, tree, head, qa_failures, findings)
+                committed = self._commit(intent, tree, qa_failures, findings)
                 # what the earlier attempt failed, and the executor then fixed
                 return committed.model_copy(update={"failures": failures})
             qa_failures += 1
@@ -188,14 +189,13 @@ class _Lane:
         self,
         intent: TaskIntent,
         tree: str,
-        head: str,
         qa_failures: int,
         findings: list[CheckResult],
     ) -> LaneOutcome:
         """The one lane commit: its only parent is the lane base."""
         spec = self.spec
         now = self.git_date()
-        author, author_date = _author(self.repo, spec.base_head, head, now)
+        author, author_date = _author(self.lane_repo, spec.base_head, now)
         message = f"imm({spec.task_id}): {intent.subject}\n\n{BATCH_TRAILER}: {spec.batch_id}\n"
         lane_commit = self.repo.commit_tree(
             tree,
@@ -206,26 +206,24 @@ class _Lane:
             committer_date=now,
         )
         print(f"imm: lane commit {lane_commit}", file=self.log, flush=True)
-        return _outcome(spec, "settled", None, qa_failures, findings, lane_commit)
+        masked = [mask_result(self.mask, finding) for finding in findings]
+        return _outcome(spec, "settled", None, qa_failures, masked, lane_commit)
 
     def _step(self, name: str, command: str, env: Mapping[str, str]) -> Failure | None:
-        """Run a configured command (argv from shlex, never a shell) in its own process group;
-        its output goes to the lane log as it comes. None when it succeeded, else what failed."""
-        argv = shlex.split(command)
+        """Run a configured command (argv from shlex, never a shell) under a reaper in a session
+        of its own; its output goes to the lane log, masked, as it comes; whatever it started is
+        gone when this returns. None when it succeeded, else what failed."""
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:
+            shown = self.mask(command)
+            return self._failed(name, shown, None, error=f"cannot be split into arguments: {error}")
         shown = self.mask(command_text(argv))
         if not argv:
             return self._failed(name, shown, None, error="the command is empty")
         print(f"imm: {name}: {shown}", file=self.log, flush=True)
         try:
-            process = subprocess.Popen(
-                argv,
-                cwd=self.worktree,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own group: ending it ends all it started
-            )
+            process = start_contained(argv, cwd=self.folder.work, env=env, stdout=subprocess.PIPE)
         except OSError as error:
             return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
         tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
@@ -238,9 +236,7 @@ class _Lane:
             timed_out = True
             code = None
         finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            end(process)  # the reaper ends every process the command started
             copier.join(timeout=5)
         if code == 0 and not timed_out:
             return None
@@ -287,16 +283,20 @@ class _Lane:
         findings: Sequence[CheckResult],
         failures: Sequence[Failure] = (),
     ) -> LaneOutcome:
+        reason = self.mask(reason)
         print(f"imm: lane needs a person: {reason}", file=self.log, flush=True)
-        outcome = _outcome(self.spec, "needs_human", reason, qa_failures, findings, None)
+        masked = [mask_result(self.mask, finding) for finding in findings]
+        outcome = _outcome(self.spec, "needs_human", reason, qa_failures, masked, None)
         return outcome.model_copy(update={"failures": list(failures)})
 
 
-def _author(repo: GitRepo, base: str, head: str, now: str) -> tuple[Identity, str]:
+def _author(lane_repo: LaneRepository, base: str, now: str) -> tuple[Identity, str]:
     """The executor's identity when it committed its work, else imm's own."""
-    if head != base:
-        info = repo.commit(head)
-        return info.author, info.author_date
+    head = lane_repo.executor_head()
+    if head is not None and head != base:
+        info = lane_repo.executor_commit(head)
+        if info is not None:
+            return info.author, info.author_date
     return IMM_IDENTITY, now
 
 

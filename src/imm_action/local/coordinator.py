@@ -22,6 +22,7 @@ from imm_action.batches.repo import BatchRepo, pass_ports, pass_request
 from imm_action.console import CommandIO
 from imm_action.integrate.reconcile import PassResult, reconcile
 from imm_action.integrate.refs import batch_state_ref
+from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.probe import CoordinatorProbe
 from imm_action.model.state import BatchRunState, ChildState, LocalRunner, Runner
 
@@ -118,6 +119,8 @@ class Coordinator:
         common = batch_repo.repo.git.output(["rev-parse", "--git-common-dir"]).strip()
         self.log_dir = (batch_repo.root / common).resolve() / "imm" / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        # folders of lanes a SIGKILL ended before they could remove them (lanes/folders.py)
+        remove_leftovers(lanes_root((batch_repo.root / common).resolve()))
 
     def run(self) -> BatchRunState:
         """Drive the batch until nothing is in flight and nothing can start."""

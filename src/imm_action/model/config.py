@@ -34,4 +34,9 @@ class RepoConfig(_ConfigModel):
     barrier_files: list[str] = Field(default_factory=list)
     require_spec_binding: bool = False
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
+    # Variables of the caller's environment passed to executors besides the built-in allowlist
+    # (README "What an executor sees"); GITHUB_TOKEN, GH_TOKEN, ACTIONS_* never pass.
+    executor_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(
+        default_factory=list
+    )
     close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imm_action.git.repo import GitRepo
+from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
@@ -81,7 +82,9 @@ class Verifier:
         path_env: str,
         workers: int | None = None,
         on_result: Callable[[str, CheckResult], None] | None = None,
+        mask: Masker = NO_MASK,
     ) -> None:
+        self._mask = mask
         self._repo = repo
         self.cache = cache
         self._path_env = path_env
@@ -108,7 +111,8 @@ class Verifier:
             else:
                 pending.append(check)
         for environment, group in _by_environment(pending):
-            for check, result in self._run_group(tree, environment, group):
+            for check, raw in self._run_group(tree, environment, group):
+                result = mask_result(self._mask, raw)
                 self.cache.put(tree, check.digest, result)
                 results[check.check_id] = result
                 if self._on_result is not None:
@@ -130,6 +134,18 @@ class Verifier:
                 (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
                 for check in group
             ]
+
+
+def mask_result(mask: Masker, result: CheckResult) -> CheckResult:
+    """A check result with every secret value masked in what it quotes."""
+    if not mask:
+        return result
+    return result.model_copy(
+        update={
+            "output_tail": mask(result.output_tail),
+            "error": mask(result.error) if result.error is not None else None,
+        }
+    )
 
 
 def _by_environment(checks: list[Check]) -> list[tuple[DescriptorEnvironment, list[Check]]]:

@@ -1,18 +1,16 @@
 """Running one descriptor command the deterministic way (SPEC §4.3).
 
-No shell; its own process group; the environment replaced by PATH and a fresh HOME/TMPDIR/
-XDG_CACHE_HOME (so no token of the caller's can leak); the whole group killed on timeout or when
-the output passes its cap; and files of the tree under test outside `writable_paths` must be left
-as they were.
+No shell; its own session under a reaper (contain.py); the environment replaced by PATH and a
+fresh HOME/TMPDIR/XDG_CACHE_HOME (so no token of the caller's can leak); the whole process tree
+killed on timeout, when the output passes its cap, and when the command ends; and files of the
+tree under test outside `writable_paths` must be left as they were.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import selectors
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from pathlib import Path
 
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
+from imm_action.verify.contain import end, start_contained
 
 _READ_CHUNK = 65536
 
@@ -97,26 +96,18 @@ def _execute(
     argv: list[str], cwd: Path, sandbox: Sandbox, command: DescriptorCommand
 ) -> tuple[int | None, bytes, bool, bool]:
     try:
-        process = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=sandbox.environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so we can end all of it
-            close_fds=True,
-        )
+        # under a reaper in a session of its own: ending it ends every process it started,
+        # `setsid` daemons included (contain.py)
+        process = start_contained(argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE)
     except OSError as error:
         return None, f"cannot start {argv[0]}: {error}".encode(), False, False
     assert process.stdout is not None
     deadline = time.monotonic() + command.timeout_ms / 1000
-    output, timed_out, limited = _collect(process, deadline, command.max_output_bytes)
-    if timed_out or limited:
-        _kill_group(process.pid)
-    exit_code = process.wait()
-    _kill_group(process.pid)  # leave no daemon of the check behind
-    process.stdout.close()
+    try:
+        output, timed_out, limited = _collect(process, deadline, command.max_output_bytes)
+    finally:
+        exit_code = end(process)
+        process.stdout.close()
     return (None if timed_out else exit_code), output, timed_out, limited
 
 
@@ -144,11 +135,6 @@ def _collect(
             size += len(chunk)
             if size > cap:
                 return b"".join(chunks)[:cap], False, True
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _refused(check_id: str, why: str) -> CheckResult:

@@ -1,0 +1,59 @@
+"""The environment an executor (and `lane_setup`) gets: an allowlist, never the caller's whole
+environment (SPEC §5.1, §8; the README lists it).
+
+Passes: the basics a program needs to run (`PATH`, `HOME`, locale, terminal, temp dir, proxies and
+CA bundles), the model providers' variables (`ANTHROPIC_*`, `OPENAI_*`, ... — agents need their
+keys), `IMM_*` variables, and every name the repository config maps in (`executor_env`).
+Never passes, even when mapped: `GITHUB_TOKEN`, `GH_TOKEN`, `IMM_GITHUB_TOKEN`,
+`INPUT_GITHUB_TOKEN`, `ACTIONS_*` (the runner's own credentials) and git's plumbing variables
+that would point the executor's git at another repository.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+BASICS = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM",
+        "TZ", "TMPDIR", "TEMP", "TMP", "NO_COLOR", "FORCE_COLOR",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+        "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+        "CI", "RUNNER_TEMP",
+    }
+)  # fmt: skip
+BASIC_PREFIXES = ("LC_", "XDG_")
+PROVIDER_PREFIXES = (
+    "ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_API_KEY", "MISTRAL_",
+    "GROQ_", "DEEPSEEK_", "OPENROUTER_", "AZURE_OPENAI_", "OLLAMA_",
+)  # fmt: skip
+IMM_PREFIX = "IMM_"
+
+NEVER = frozenset({"GITHUB_TOKEN", "GH_TOKEN", "IMM_GITHUB_TOKEN", "INPUT_GITHUB_TOKEN"})
+NEVER_PREFIXES = ("ACTIONS_", "GIT_")
+
+
+def never_passes(name: str) -> bool:
+    return name in NEVER or name.startswith(NEVER_PREFIXES)
+
+
+def allowed(name: str, mapped: frozenset[str]) -> bool:
+    if never_passes(name):
+        return False
+    return (
+        name in BASICS
+        or name in mapped
+        or name.startswith((*BASIC_PREFIXES, *PROVIDER_PREFIXES, IMM_PREFIX))
+    )
+
+
+def executor_environment(
+    parent: Mapping[str, str], mapped: Iterable[str], extra: Mapping[str, str]
+) -> dict[str, str]:
+    """The allowlisted part of `parent`, plus `extra` (the lane's IMM_* variables and git's
+    discovery ceiling, which imm sets itself)."""
+    names = frozenset(mapped)
+    kept = {name: value for name, value in parent.items() if allowed(name, names)}
+    kept.update(extra)
+    return kept

@@ -1,0 +1,59 @@
+"""Starting untrusted commands (executors, `lane_setup`, descriptors) so that ending them ends
+every process they started (SPEC §8; decision 0010).
+
+Each command runs under `reaper.py` in a session of its own: the reaper is a child subreaper, so a
+descendant that calls `setsid` or double-forks is still its to kill. `end` asks the reaper to stop
+(SIGTERM: it kills the whole tree and exits) and, should it not exit in time, kills its group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+REAPER = Path(__file__).with_name("reaper.py")
+END_GRACE_S = 5.0
+
+_Stream = int | IO[bytes] | IO[str] | None
+
+
+def start_contained(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdout: _Stream,
+    stderr: _Stream = subprocess.STDOUT,
+) -> subprocess.Popen[bytes]:
+    """`argv` under a reaper in a new session; stdin is /dev/null, no shell."""
+    # -I: no user site or PYTHON* variables of the untrusted environment; -S: no site import
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", str(REAPER), *argv],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def end(process: subprocess.Popen[bytes], grace_s: float = END_GRACE_S) -> int:
+    """End a contained command and everything it started; its exit code (143 when stopped)."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return process.wait()

@@ -1,0 +1,203 @@
+"""Lanes are untrusted (issue 12): whatever an executor does outside its own change never reaches
+the user's repository or what lands. Every attack here is really executed, by a real executor
+process in a real lane, against real git."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, make_project
+from tests.conftest import git
+from tests.integration.test_local_run import imm_run_argv
+
+HOSTILE = shlex.join(
+    [sys.executable, str(Path(__file__).resolve().parents[1] / "hostile_executor.py")]
+)
+
+
+def _refs(repo: Path) -> dict[str, str]:
+    """The user's own refs: everything but imm's batch, lane and outcome refs."""
+    listing = git(repo, "for-each-ref", "--format=%(objectname) %(refname)")
+    refs = dict(reversed(line.split(" ", 1)) for line in listing.splitlines())
+    refs["HEAD"] = git(repo, "symbolic-ref", "HEAD").strip()
+    return {
+        name: oid
+        for name, oid in refs.items()
+        if not name.startswith(("refs/imm/", "refs/heads/imm/", "refs/heads/imm-lane/"))
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture
+def attacked(tmp_path: Path) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """A batch of `good`, `evil` and `later` (after `good`), run with the hostile executor."""
+    repo = make_project(tmp_path / "r", {"good": [], "evil": [], "later": ["good"]})
+    out = tmp_path / "out"
+    out.mkdir()
+    config_before = (repo / ".git/config").read_bytes()
+    refs_before = _refs(repo)
+    argv = [*imm_run_argv(repo)[:-1], HOSTILE]
+    env = {**os.environ, "IMM_TEST_DIR": str(out)}
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, env=env, timeout=120)
+    assert (repo / ".git/config").read_bytes() == config_before
+    assert _refs(repo) == refs_before
+    return repo, out, done
+
+
+def test_an_executor_attacking_from_its_lane_lands_nothing_and_touches_nothing_of_the_user(
+    attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    repo, _, done = attacked
+    assert done.returncode == 1, done.stderr  # the evil lane needs a person
+    landed = git(repo, "ls-tree", "-r", "--name-only", "imm/init").split()
+    assert "EVIL.txt" not in landed
+    assert {"good.txt", "later.txt"} <= set(landed)
+    children = {c.task_id: (str(c.state), c.reason) for c in current(repo).state.children}
+    assert children["good"] == ("integrated", None)
+    assert children["later"] == ("integrated", None)
+    assert children["evil"] == ("needs_human", "dirty_outside_scope: EVIL.txt")
+    assert "dirty_outside_scope: EVIL.txt" in done.stdout
+
+
+def test_an_fsmonitor_or_hook_set_by_an_executor_never_runs(
+    attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, out, _ = attacked
+    assert (out / "fsmonitor.sh").exists()  # the attack happened
+    assert not (out / "fsmonitor-ran").exists()
+
+
+def test_a_setsid_grandchild_of_an_executor_is_gone_when_imm_run_returns(
+    attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    _, out, _ = attacked
+    assert not _alive(int((out / "grandchild.pid").read_text()))
+
+
+def test_no_lane_folder_is_left_when_imm_run_returns(
+    attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    repo, _, _ = attacked
+    lanes = repo / ".git/imm/lanes"
+    assert not [p for p in lanes.rglob("*") if p.name != ".lock"]
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_folders_left_by_a_sigkilled_lane_are_removed_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps({"a": "sleep:30", "b": "sleep:30"}))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    process = subprocess.Popen(
+        imm_run_argv(repo),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    lanes = repo / ".git/imm/lanes"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list(lanes.glob("*/*"))) < 2:
+        time.sleep(0.05)
+    left = list(lanes.glob("*/*"))
+    assert len(left) == 2
+    assert all(path.parent.name == current(repo).state.batch_id for path in left)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    time.sleep(0.2)
+    assert all(path.exists() for path in left)
+    behaviour.write_text(json.dumps({}))
+    rerun = subprocess.run(
+        imm_run_argv(repo), check=False, capture_output=True, text=True, timeout=120
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    assert not any(path.exists() for path in left)
+
+
+@pytest.mark.slow
+def test_sigterm_ends_imm_run_with_143_its_executors_and_lane_folders_and_a_rerun_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    tasks = {"a": [], "b": [], "c": ["a"], "d": ["b"]}
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps(dict.fromkeys(tasks, "sleep:20")))
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    monkeypatch.setenv("IMM_TEST_PIDS", str(pids))
+    repo = make_project(tmp_path / "r", tasks)
+    process = subprocess.Popen(
+        imm_run_argv(repo), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list(pids.iterdir())) < 2:
+        time.sleep(0.05)
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)  # the coordinator alone, as `kill <pid>` does
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 143, err
+    assert time.monotonic() - started < 10
+    executors = [int(path.name.rsplit(".", 1)[1]) for path in pids.iterdir()]
+    assert len(executors) == 2
+    assert not any(_alive(pid) for pid in executors)
+    assert not list((repo / ".git/imm/lanes").glob("*/*"))
+    behaviour.write_text(json.dumps({}))
+    rerun = subprocess.run(
+        imm_run_argv(repo), check=False, capture_output=True, text=True, timeout=120
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    subjects = git(repo, "log", "--format=%s", "imm/init").splitlines()
+    for task in tasks:
+        assert sum(s.startswith(f"imm({task}):") for s in subjects) == 1
+
+
+LEAKY = shlex.join(
+    [
+        sys.executable,
+        "-c",
+        "import os, pathlib; key = os.environ.get('ANTHROPIC_API_KEY');"
+        "print('my key is', key, 'and the token', os.environ.get('GITHUB_TOKEN'));"
+        "pathlib.Path(os.environ['IMM_TASK_ID'] + '.txt').write_text(f'{key}\\n')",
+    ]
+)
+KEY = "sk-ant-api03-test-0123456789"
+
+
+def test_a_provider_key_reaches_the_executor_but_is_masked_in_its_log_and_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.conftest import descriptor
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_never_for_executors")
+    # the check prints what the executor wrote (the key) and fails
+    check = descriptor(["-c", "import sys; print('found', open('a.txt').read()); sys.exit(1)"])
+    repo = make_project(tmp_path / "r", {"a": []}, checks={"a": check})
+    done = subprocess.run(
+        [*imm_run_argv(repo)[:-1], LEAKY], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    logs = "".join(path.read_text() for path in (repo / ".git/imm/logs").iterdir())
+    assert "my key is *** and the token None" in logs
+    assert KEY not in logs
+    everything = git(repo, "log", "-p", "--all", "--format=%B")  # outcomes, state, checks
+    assert "found ***" in everything
+    assert KEY not in everything
