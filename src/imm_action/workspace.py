@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,20 +49,23 @@ def open_repo(path: Path) -> Path:
     return path.resolve()
 
 
-def load_config(repo: Path) -> LoadedConfig:
-    """`.github/imm.yml`, or the defaults when it is absent; unknown keys become warnings."""
-    file = repo / CONFIG_PATH
-    if not file.is_file():
-        return LoadedConfig(RepoConfig(), ())
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
+MAX_CONFIG_BYTES = 256 * 1024
+# A config is a few dozen nodes; aliases may not expand it beyond this (a "billion laughs" file
+# of a few hundred bytes would otherwise expand to gigabytes when read).
+MAX_CONFIG_NODES = 10_000
 
-    try:
-        data = YAML(typ="rt").load(file.read_text(encoding="utf-8"))
-    except YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError([Problem(CONFIG_PATH, line, f"is not valid YAML: {error}")]) from None
+
+def load_config(repo: Path) -> LoadedConfig:
+    """`.github/imm.yml`, or the defaults when it is absent; unknown keys become warnings.
+
+    The file is untrusted (a pull request may change it): it must be a regular file inside the
+    repository (no symlink on its path, so nothing outside is ever read or echoed), at most
+    256 KiB, UTF-8 text; it is read with a safe loader that refuses duplicate keys and alias
+    expansion beyond a small bound."""
+    raw = _config_bytes(repo)
+    if raw is None:
+        return LoadedConfig(RepoConfig(), ())
+    data = _parse_config(raw)
     if data is None:
         return LoadedConfig(RepoConfig(), ())
     if not isinstance(data, dict):
@@ -76,6 +81,102 @@ def load_config(repo: Path) -> LoadedConfig:
             ]
         ) from None
     return LoadedConfig(config, tuple(_unknown_keys(data, RepoConfig.model_fields, ())))
+
+
+def _config_bytes(repo: Path) -> bytes | None:
+    """The config file's bytes; None when there is none. Refused before reading: links,
+    non-regular files, anything over the size limit, binary content."""
+    current = repo
+    parts = CONFIG_PATH.split("/")
+    for depth, part in enumerate(parts):
+        current = current / part
+        try:
+            mode = current.lstat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(mode):
+            where = "/".join(parts[: depth + 1])
+            raise InputError(
+                [Problem(CONFIG_PATH, None, f"must be a regular file in the repository ({where} "
+                         "is a symbolic link; its target is not read)")]
+            )  # fmt: skip
+    status = current.lstat()
+    if not stat.S_ISREG(status.st_mode):
+        raise InputError([Problem(CONFIG_PATH, None, "must be a regular file")])
+    if status.st_size > MAX_CONFIG_BYTES:
+        raise InputError(
+            [Problem(CONFIG_PATH, None, f"is {status.st_size} bytes; at most "
+                     f"{MAX_CONFIG_BYTES // 1024} KiB are allowed")]
+        )  # fmt: skip
+    fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InputError([Problem(CONFIG_PATH, None, f"is larger than {MAX_CONFIG_BYTES} bytes")])
+    if b"\0" in raw:
+        raise InputError([Problem(CONFIG_PATH, None, "is not a text file (binary content)")])
+    return raw
+
+
+def _parse_config(raw: bytes) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import DuplicateKeyError
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        at = raw[: error.start].count(b"\n") + 1
+        raise InputError([Problem(CONFIG_PATH, at, "is not a text file (not UTF-8)")]) from None
+    try:
+        nodes = _expanded_size(YAML(typ="rt").compose(text))
+        if nodes > MAX_CONFIG_NODES:
+            raise InputError(
+                [Problem(CONFIG_PATH, None, f"aliases expand it to more than {MAX_CONFIG_NODES} "
+                         "values; write the settings out instead")]
+            )  # fmt: skip
+        return YAML(typ="rt").load(text)
+    except DuplicateKeyError as error:
+        key = str(error.problem or "").split('"')[1:2]
+        what = f'duplicate key "{key[0]}"' if key else "a duplicate key"
+        raise InputError([Problem(CONFIG_PATH, _mark_line(error), what)]) from None
+    except YAMLError as error:
+        why = getattr(error, "problem", None) or str(error).splitlines()[0]
+        problem = Problem(CONFIG_PATH, _mark_line(error), f"is not valid YAML: {why}")
+        raise InputError([problem]) from None
+
+
+def _mark_line(error: Exception) -> int | None:
+    mark = getattr(error, "problem_mark", None)
+    return int(mark.line) + 1 if mark is not None else None
+
+
+def _expanded_size(root: Any) -> int:
+    """How many values the document has with every alias expanded — counted without expanding
+    (memoised per node, so a shared node is counted once per use, cheaply), stopping early."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int) -> int:
+        if node is None:
+            return 0
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        if depth > 100:
+            return MAX_CONFIG_NODES + 1
+        total = 1
+        value = node.value
+        if isinstance(value, list):
+            for item in value:
+                parts = item if isinstance(item, tuple) else (item,)
+                for part in parts:
+                    total += size(part, depth + 1)
+                    if total > MAX_CONFIG_NODES:
+                        break
+        sizes[id(node)] = total
+        return total
+
+    return size(root, 0)
 
 
 def _plain(node: Any) -> Any:

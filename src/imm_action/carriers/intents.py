@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ def _read_in_checked_folder(repo: Path, task_id: str, tracked: set[str]) -> Inte
 
 
 def parse_intent_text(text: str, relative: str, task_id: str) -> IntentFile:
+    text = text.removeprefix(BOM)  # a BOM is read past, in intents as in initiatives
+    duplicate = duplicate_key_problem(text, relative)
+    if duplicate is not None:
+        return _invalid([duplicate])
     try:
         intent = TaskIntent.model_validate_json(text)
     except ValidationError as error:
@@ -72,6 +77,39 @@ def parse_intent_text(text: str, relative: str, task_id: str) -> IntentFile:
             ]
         )
     return IntentFile(ValidIntent(intent, intent.content_hash()), ())
+
+
+BOM = "\ufeff"
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
+def duplicate_key_problem(text: str, relative: str) -> Problem | None:
+    """A JSON object with the same key twice (JSON parsers silently keep the last one, so the
+    file would not mean what it seems to): the key and the line of its second occurrence."""
+    try:
+        json.loads(text, object_pairs_hook=_refuse_duplicates)
+    except _DuplicateKey as duplicate:
+        found = [
+            m.start() for m in re.finditer(re.escape(json.dumps(duplicate.key)) + r"\s*:", text)
+        ]
+        line = text[: found[1]].count("\n") + 1 if len(found) > 1 else None
+        return Problem(relative, line, f"duplicate key {json.dumps(duplicate.key)}")
+    except ValueError:
+        return None  # not JSON at all: the validation reports where
+    return None
 
 
 def _folder_refusal(repo: Path) -> str | None:

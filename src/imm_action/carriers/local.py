@@ -70,7 +70,7 @@ def read_local_initiative(repo: Path, slug: str) -> LocatedInitiative:
 
 
 def parse_local_initiative(text: str, slug: str, path: str) -> LocatedInitiative:
-    slices = _scan_slices(text)
+    slices = _scan_slices(text.removeprefix("\ufeff"))  # a BOM is read past, as in intents
     if not slices:
         raise InputError(
             [Problem(path, None, "declares no Slice (start one with '## <slice_id>: <title>')")]
