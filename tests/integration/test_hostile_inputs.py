@@ -3,6 +3,7 @@ and nothing is written anywhere."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ ALIAS_BOMB = "\n".join(
         'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
         *(
             f"{name}: &{name} [{', '.join(['*' + below] * 9)}]"
-            for below, name in zip(LEVELS, LEVELS[1:])
+            for below, name in itertools.pairwise(LEVELS)
         ),
         "max_parallel: 2",
     ]
