@@ -11,11 +11,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from imm_action.carriers.committed import (
+    UNCOMMITTED_NOTE,
+    CommittedInputs,
+    committed_inputs,
+    project_prefix,
+    uncommitted_inputs,
+)
 from imm_action.carriers.intents import IntentFile, read_intents
 from imm_action.carriers.observed import LocatedInitiative
-from imm_action.carriers.source import InitiativeSource
+from imm_action.carriers.source import InitiativeSource, initiatives_at
 from imm_action.errors import InputError, Problem, UsageError
-from imm_action.git import GitError, is_work_tree, tracked_paths
+from imm_action.git import GitError, is_work_tree
+from imm_action.git.repo import GitRepo
 from imm_action.model.config import CONFIG_PATH, RepoConfig
 from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import located_messages
@@ -221,9 +229,23 @@ def _unknown_keys(data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...])
     return warnings
 
 
-def load_intents(repo: Path, located: LocatedInitiative) -> dict[str, IntentFile]:
-    tracked = tracked_paths(repo, PLANS_DIR)
-    return read_intents(repo, (task.task_id for task in located.initiative.tasks), tracked)
+def uncommitted_note(project: Path) -> str | None:
+    """One line when initiative or intent files differ from what is committed."""
+    repo = GitRepo(project)
+    try:
+        changed = uncommitted_inputs(repo, project_prefix(repo, project))
+    except GitError:
+        return None
+    finally:
+        repo.close()
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"imm: note: {UNCOMMITTED_NOTE} (uncommitted: {shown})"
+
+
+def load_intents(inputs: CommittedInputs, located: LocatedInitiative) -> dict[str, IntentFile]:
+    return read_intents(inputs, (task.task_id for task in located.initiative.tasks))
 
 
 def scopes_of(intents: Mapping[str, IntentFile]) -> dict[str, tuple[str, ...]]:
@@ -244,11 +266,14 @@ def plan_initiative(
     settled: Mapping[str, str] | None = None,
     initiatives: InitiativeSource,
     issue: int | None = None,
+    commit: str | None = None,
 ) -> tuple[BatchPlan, dict[str, IntentFile]]:
     """Read everything a plan needs — the initiative from its source (`issue`: the number of
-    the issue carrying it, when known), the intents from `repo` — and project it."""
-    located = initiatives.read(slug, issue)
-    intents = load_intents(repo, located)
+    the issue carrying it, when known), the intents — from `commit` (default HEAD) of `repo`,
+    never the working tree (what is planned is what lanes will read), and project it."""
+    inputs = committed_inputs(repo, commit)
+    located = initiatives_at(initiatives, inputs.commit).read(slug, issue)
+    intents = load_intents(inputs, located)
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,
         qa_failure_limit=config.qa_failure_limit,

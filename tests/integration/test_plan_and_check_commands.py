@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import descriptor, git, initiative_files, intent, make_repo, run_cli, snapshot
+from tests.conftest import (
+    descriptor,
+    git,
+    initiative_files,
+    intent,
+    make_repo,
+    run_cli,
+    snapshot,
+    write_files,
+)
 
 DIAMOND = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
 
@@ -178,17 +187,44 @@ def test_check_refuses_a_malformed_intent_naming_file_and_line_and_writes_nothin
     assert snapshot(repo) == before
 
 
-def test_check_refuses_an_untracked_intent(
+def test_check_reads_committed_files_and_says_so_when_some_are_not(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = make_repo(tmp_path / "r", initiative_files("init", DIAMOND))
-    (repo / "docs/plans/e.intent.json").write_text(json.dumps(intent("e")), encoding="utf-8")
+    (repo / "docs/plans/e.intent.json").write_text("{broken", encoding="utf-8")
+    code, out, err = _run(capsys, "check", "--repo", str(repo))
+    assert code == 0
+    assert "e.intent.json" not in out
+    assert (
+        "imm: note: imm reads committed files; commit your change to use it "
+        "(uncommitted: docs/plans/e.intent.json)\n"
+    ) in err
+
+
+def test_an_uncommitted_fix_does_not_pass_check_and_then_crash_the_lanes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = initiative_files("init", DIAMOND)
+    files["docs/plans/b.intent.json"] = "{broken"
+    repo = make_repo(tmp_path / "r", files)
+    write_files(repo, {"docs/plans/b.intent.json": json.dumps(intent("b"))})
     code, out, _ = _run(capsys, "check", "--repo", str(repo))
     assert code == 2
-    assert (
-        "docs/plans/e.intent.json: is not tracked by git (run: git add docs/plans/e.intent.json)"
-        in out
-    )
+    assert "docs/plans/b.intent.json:1: is not valid JSON" in out
+    code, planned, _ = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert json.loads(planned)["children"][1]["status"] == "needs_human"
+
+
+def test_an_intent_only_in_the_working_tree_is_named_as_not_committed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = initiative_files("init", DIAMOND)
+    del files["docs/plans/d.intent.json"]
+    repo = make_repo(tmp_path / "r", files)
+    write_files(repo, {"docs/plans/d.intent.json": json.dumps(intent("d"))})
+    code, _, err = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert code == 0
+    assert "docs/plans/d.intent.json: is not committed" in err
 
 
 def test_check_refuses_a_symlinked_intent(
@@ -220,6 +256,8 @@ def test_check_refuses_an_intent_dir_reached_through_a_symlink(
     ]
     repo = make_repo(tmp_path / "r", files, commit=False)
     os.symlink("../real", repo / "docs/plans")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
     code, out, _ = _run(capsys, "plan", "init", "--repo", str(repo))
     assert code == 0
     assert "docs/plans is a link" in json.loads(out)["children"][0]["reason"]

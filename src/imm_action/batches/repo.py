@@ -84,6 +84,7 @@ def pass_request(
 ) -> PassRequest:
     batch_repo.refs.refresh()
     store = StateStore(batch_repo.refs)
+    base_ref, base_head = base_of(batch_repo)
     plan, intents = plan_initiative(
         batch_repo.root,
         slug,
@@ -91,8 +92,8 @@ def pass_request(
         settled=settled_tasks(store, slug),
         initiatives=batch_repo.initiatives,
         issue=recorded_issue(store, slug),
+        commit=base_head,  # the commit the batch starts from, never the working tree
     )
-    base_ref, base_head = base_of(batch_repo)
     scopes = scopes_of(intents)
     return PassRequest(
         slug=slug,

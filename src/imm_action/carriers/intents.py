@@ -1,23 +1,19 @@
-"""Reading Task Intents from a repository work tree (SPEC §4.2 file rules)."""
+"""Reading Task Intents from a commit (SPEC §4.2 file rules; carriers/committed.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import ValidationError
 
+from imm_action.carriers.committed import PLANS, UNCOMMITTED_NOTE, CommittedInputs
 from imm_action.errors import Problem
 from imm_action.model.intent import MAX_INTENT_BYTES, TaskIntent
 from imm_action.model.validation import json_path, located_messages
 from imm_action.plan.project import IntentReading, InvalidIntent, ValidIntent, intent_path
-
-PLANS_FOLDER = ("docs", "plans")
 
 
 @dataclass(frozen=True)
@@ -28,32 +24,50 @@ class IntentFile:
     problems: tuple[Problem, ...]
 
 
-def read_intents(repo: Path, task_ids: Iterable[str], tracked: set[str]) -> dict[str, IntentFile]:
-    folder_refusal = _folder_refusal(repo)  # the shared folders, checked once for all files
-    if folder_refusal is not None:
+def read_intents(inputs: CommittedInputs, task_ids: Iterable[str]) -> dict[str, IntentFile]:
+    """Each task's intent as committed (SPEC §4.2 file rules on the tree entries)."""
+    wanted = list(task_ids)
+    link = inputs.folder_link(PLANS)
+    if link is not None:  # the shared folders, checked once for all files
+        refusal = f"must not be reached through a symlink ({link} is a link)"
         return {
-            task_id: _invalid([Problem(intent_path(task_id), None, folder_refusal)])
-            for task_id in task_ids
+            task_id: _invalid([Problem(intent_path(task_id), None, refusal)]) for task_id in wanted
         }
-    return {task_id: _read_in_checked_folder(repo, task_id, tracked) for task_id in task_ids}
+    inputs.prefetch(intent_path(task_id) for task_id in wanted)
+    return {task_id: _read_committed(inputs, task_id) for task_id in wanted}
 
 
-def read_intent(repo: Path, task_id: str, tracked: set[str]) -> IntentFile:
-    return read_intents(repo, [task_id], tracked)[task_id]
+def read_intent(inputs: CommittedInputs, task_id: str) -> IntentFile:
+    return read_intents(inputs, [task_id])[task_id]
 
 
-def _read_in_checked_folder(repo: Path, task_id: str, tracked: set[str]) -> IntentFile:
+def _read_committed(inputs: CommittedInputs, task_id: str) -> IntentFile:
     relative = intent_path(task_id)
-    refusal = _file_refusal(repo, relative, tracked)
+    refusal = _entry_refusal(inputs, relative)
     if refusal is not None:
         return _invalid([Problem(relative, None, refusal)])
-    with open(os.path.join(repo, relative), "rb") as handle:  # str paths: pathlib costs 10%
-        data = handle.read()
+    data = inputs.read(relative)
+    assert data is not None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         return _invalid([Problem(relative, data[: error.start].count(b"\n") + 1, "is not UTF-8")])
     return parse_intent_text(text, relative, task_id)
+
+
+def _entry_refusal(inputs: CommittedInputs, relative: str) -> str | None:
+    entry = inputs.entry(relative)
+    if entry is None:
+        if inputs.in_working_tree(relative):
+            return f"is not committed ({UNCOMMITTED_NOTE}: git add {relative} && git commit)"
+        return "intent file is missing"
+    if entry.is_link:
+        return f"must not be reached through a symlink ({relative} is a link)"
+    if not entry.is_file:
+        return "must be a regular file"
+    if entry.size is not None and entry.size > MAX_INTENT_BYTES:
+        return f"is larger than {MAX_INTENT_BYTES} bytes"
+    return None
 
 
 def parse_intent_text(text: str, relative: str, task_id: str) -> IntentFile:
@@ -109,37 +123,6 @@ def duplicate_key_problem(text: str, relative: str) -> Problem | None:
         return Problem(relative, line, f"duplicate key {json.dumps(duplicate.key)}")
     except ValueError:
         return None  # not JSON at all: the validation reports where
-    return None
-
-
-def _folder_refusal(repo: Path) -> str | None:
-    # No symlink anywhere in the path: a link could point an intent outside the repository.
-    current = repo
-    for part in PLANS_FOLDER:
-        current = current / part
-        try:
-            mode = current.lstat().st_mode
-        except FileNotFoundError:
-            return "intent file is missing"
-        if stat.S_ISLNK(mode):
-            where = "/".join(PLANS_FOLDER[: PLANS_FOLDER.index(part) + 1])
-            return f"must not be reached through a symlink ({where} is a link)"
-    return None
-
-
-def _file_refusal(repo: Path, relative: str, tracked: set[str]) -> str | None:
-    try:
-        status = os.lstat(os.path.join(repo, relative))
-    except FileNotFoundError:
-        return "intent file is missing"
-    if stat.S_ISLNK(status.st_mode):
-        return f"must not be reached through a symlink ({relative} is a link)"
-    if not stat.S_ISREG(status.st_mode):
-        return "must be a regular file"
-    if status.st_size > MAX_INTENT_BYTES:
-        return f"is larger than {MAX_INTENT_BYTES} bytes"
-    if relative not in tracked:
-        return "is not tracked by git (run: git add " + relative + ")"
     return None
 
 

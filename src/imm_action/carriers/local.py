@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from imm_action.carriers.committed import INITIATIVES, UNCOMMITTED_NOTE, CommittedInputs
 from imm_action.carriers.observed import (
     LocatedInitiative,
     Location,
@@ -32,14 +31,18 @@ def initiative_path(slug: str) -> str:
     return f"docs/initiatives/{slug}.md"
 
 
-def has_local_initiative(repo: Path, slug: str) -> bool:
-    """Whether the local carrier applies; a non-regular file there is an error, not a miss."""
+def has_local_initiative(inputs: CommittedInputs, slug: str) -> bool:
+    """Whether the local carrier applies (the file is committed); a link or folder there is an
+    error, not a miss."""
     relative = initiative_path(slug)
-    try:
-        mode = (repo / relative).lstat().st_mode
-    except FileNotFoundError:
+    link = inputs.folder_link(INITIATIVES)
+    if link is not None:
+        raise InputError([Problem(relative, None, f"must not be reached through a symlink ({link} "
+                                  "is a link)")])  # fmt: skip
+    entry = inputs.entry(relative)
+    if entry is None:
         return False
-    if not stat.S_ISREG(mode):
+    if not entry.is_file:
         raise InputError([Problem(relative, None, "must be a regular file (not a link or folder)")])
     return True
 
@@ -52,15 +55,20 @@ class _Slice:
     blocked_by: list[tuple[str, int]] = field(default_factory=list)
 
 
-def read_local_initiative(repo: Path, slug: str) -> LocatedInitiative:
+def read_local_initiative(inputs: CommittedInputs, slug: str) -> LocatedInitiative:
     relative = initiative_path(slug)
     if not is_identifier(slug):
         raise InputError([Problem(relative, None, f"initiative slug {slug!r} is not a valid id")])
-    if not has_local_initiative(repo, slug):
+    if not has_local_initiative(inputs, slug):
+        if inputs.in_working_tree(relative):
+            why = f"is not committed ({UNCOMMITTED_NOTE})"
+            raise InputError([Problem(relative, None, why)])
         raise InputError([Problem(relative, None, "no such initiative file")])
-    data = (repo / relative).read_bytes()
-    if len(data) > MAX_INITIATIVE_BYTES:
+    entry = inputs.entry(relative)
+    assert entry is not None
+    if entry.size is not None and entry.size > MAX_INITIATIVE_BYTES:
         raise InputError([Problem(relative, None, f"is larger than {MAX_INITIATIVE_BYTES} bytes")])
+    data = inputs.read(relative) or b""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -5,10 +5,11 @@ outside this package asks which kind of carrier an initiative has."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from imm_action.carriers.committed import UNCOMMITTED_NOTE, committed_inputs
 from imm_action.carriers.github import issue_reference
 from imm_action.carriers.local import has_local_initiative, initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
@@ -56,21 +57,33 @@ class NoIssueSource:
 
 @dataclass(frozen=True)
 class Initiatives:
-    """SPEC §4.4 lookup order: `docs/initiatives/<slug>.md` in `repo` if it exists, else the
-    issue source (GitHub, or none)."""
+    """SPEC §4.4 lookup order: `docs/initiatives/<slug>.md` as committed in `repo` (at `commit`,
+    default HEAD; never the working tree) if it exists, else the issue source (GitHub, or none)."""
 
     repo: Path
     issues: InitiativeSource
+    commit: str | None = None
 
     def read(self, slug: str, issue: int | None = None) -> LocatedInitiative:
-        if has_local_initiative(self.repo, slug):
-            return read_local_initiative(self.repo, slug)
+        inputs = committed_inputs(self.repo, self.commit)
+        if has_local_initiative(inputs, slug):
+            return read_local_initiative(inputs, slug)
+        if inputs.in_working_tree(initiative_path(slug)):
+            raise UsageError(
+                f"initiative {slug!r}: {initiative_path(slug)} is not committed "
+                f"({UNCOMMITTED_NOTE})"
+            )
         return self.issues.read(slug, issue)
 
     def slug_of(self, reference: str) -> str:
         return self.issues.slug_of(reference)
 
     def task_issues(self, slug: str) -> dict[str, int]:
-        if has_local_initiative(self.repo, slug):
+        if has_local_initiative(committed_inputs(self.repo, self.commit), slug):
             return {}
         return self.issues.task_issues(slug)
+
+
+def initiatives_at(source: InitiativeSource, commit: str) -> InitiativeSource:
+    """`source` reading files as committed at `commit` (a source of issues has no files)."""
+    return replace(source, commit=commit) if isinstance(source, Initiatives) else source

@@ -6,19 +6,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imm_action.carriers.intents import read_intent
+from imm_action.carriers.committed import CommittedInputs, committed_inputs
+from imm_action.carriers.intents import read_intents
 from imm_action.carriers.local import initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
-from imm_action.git import changed_paths, tracked_paths
+from imm_action.git import changed_paths
 from imm_action.model.common import is_identifier
 from imm_action.plan.project import intent_path
 from imm_action.text import plural
 
 if TYPE_CHECKING:
     from imm_action.github.client import GitHubClient
-from imm_action.workspace import INITIATIVES_DIR, PLANS_DIR, load_config, open_repo
+from imm_action.workspace import (
+    INITIATIVES_DIR,
+    PLANS_DIR,
+    load_config,
+    open_repo,
+    uncommitted_note,
+)
 
 INTENT_SUFFIX = ".intent.json"
 
@@ -59,6 +66,9 @@ def check_annotations(problems: list[Problem], warnings: list[Problem]) -> list[
 
 def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> int:
     repo = open_repo(args.repo)
+    note = uncommitted_note(repo)
+    if note is not None:
+        io.warn(note)
     result = check_repository(repo)
     problems, warnings = result.problems, result.warnings
     if args.base is not None:
@@ -93,19 +103,19 @@ def check_repository(repo: Path) -> CheckResult:
         warnings.extend(load_config(repo).warnings)
     except InputError as error:
         problems.extend(error.problems)
-    tracked = tracked_paths(repo, PLANS_DIR)
-    intent_files, misnamed = _intent_files(repo)
+    inputs = committed_inputs(repo)
+    intent_files, misnamed = _intent_files(inputs)
     problems.extend(
         Problem(relative, None, f"file name must be <task_id>{INTENT_SUFFIX} with a valid id")
         for relative in misnamed
     )
-    for task_id in intent_files:
-        problems.extend(read_intent(repo, task_id, tracked).problems)
-    slugs = sorted(path.name.removesuffix(".md") for path in (repo / INITIATIVES_DIR).glob("*.md"))
+    for file in read_intents(inputs, intent_files).values():
+        problems.extend(file.problems)
+    slugs = [name.removesuffix(".md") for name in inputs.names_in(INITIATIVES_DIR, ".md")]
     parsed: list[LocatedInitiative] = []
     for slug in slugs:
         try:
-            located = read_local_initiative(repo, slug)
+            located = read_local_initiative(inputs, slug)
         except InputError as error:
             problems.extend(error.problems)
             continue
@@ -115,16 +125,16 @@ def check_repository(repo: Path) -> CheckResult:
     return CheckResult(problems, warnings, len(slugs), intents, tuple(parsed))
 
 
-def _intent_files(repo: Path) -> tuple[list[str], list[str]]:
-    """Task ids of the intent files present, and the paths of misnamed ones."""
+def _intent_files(inputs: CommittedInputs) -> tuple[list[str], list[str]]:
+    """Task ids of the committed intent files, and the paths of misnamed ones."""
     task_ids: list[str] = []
     misnamed: list[str] = []
-    for path in sorted((repo / PLANS_DIR).glob(f"*{INTENT_SUFFIX}")):
-        task_id = path.name.removesuffix(INTENT_SUFFIX)
+    for name in inputs.names_in(PLANS_DIR, INTENT_SUFFIX):
+        task_id = name.removesuffix(INTENT_SUFFIX)
         if is_identifier(task_id):
             task_ids.append(task_id)
         else:
-            misnamed.append(f"{PLANS_DIR}/{path.name}")
+            misnamed.append(f"{PLANS_DIR}/{name}")
     return task_ids, misnamed
 
 

@@ -16,7 +16,13 @@ from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
 from imm_action.plan.project import intent_path
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.render import plan_markdown
-from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
+from imm_action.workspace import (
+    load_config,
+    open_repo,
+    plan_initiative,
+    scopes_of,
+    uncommitted_note,
+)
 
 PlanFormat = Literal["json", "markdown", "matrix"]
 
@@ -31,6 +37,9 @@ class PlanArgs:
 
 def run(args: PlanArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     repo = open_repo(args.repo)
+    note = uncommitted_note(repo)
+    if note is not None:
+        io.warn(note)
     loaded = load_config(repo)
     for warning in loaded.warnings:
         io.warn(warning.render())

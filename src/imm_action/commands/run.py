@@ -26,6 +26,7 @@ from imm_action.local.coordinator import Coordinator, RunOptions
 from imm_action.local.progress import LiveProgress, PlainProgress
 from imm_action.model.state import BatchState
 from imm_action.render import NextCommand
+from imm_action.workspace import uncommitted_note
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class RunArgs:
 
 def run(args: RunArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     batch_repo = open_batch_repo(args.repo, None, initiatives)
+    note = uncommitted_note(batch_repo.root)
+    if note is not None:
+        io.warn(note)
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor CMD or set executor in .github/imm.yml")

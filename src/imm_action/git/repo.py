@@ -53,6 +53,21 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
+class TreeEntry:
+    mode: str  # "100644", "100755", "120000" (link), "040000" (tree), "160000" (gitlink)
+    oid: str
+    size: int | None  # blobs only
+
+    @property
+    def is_file(self) -> bool:
+        return self.mode in ("100644", "100755")
+
+    @property
+    def is_link(self) -> bool:
+        return self.mode == "120000"
+
+
+@dataclass(frozen=True)
 class MergeResult:
     tree: str
     conflicts: tuple[str, ...]  # empty when the merge is clean
@@ -237,6 +252,40 @@ class GitRepo:
         if found is None or found[0] != "blob":
             return None
         return found[1].decode("utf-8", "surrogateescape")
+
+    def tree_entries(
+        self, commit: str, paths: Sequence[str], *, recursive: bool
+    ) -> dict[str, TreeEntry]:
+        """`ls-tree` of `commit` limited to `paths` (repository-relative)."""
+        args = ["ls-tree", "-z", "--long", "--full-tree"]
+        listing = self.git.output([*args, *(["-r"] if recursive else []), commit, "--", *paths])
+        entries = {}
+        for record in listing.split("\0"):
+            if not record:
+                continue
+            info, _, path = record.partition("\t")
+            mode, _, oid, size = info.split()
+            entries[path] = TreeEntry(mode, oid, int(size) if size.isdigit() else None)
+        return entries
+
+    def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
+        """Many blobs in one `cat-file --batch` process: oid -> content."""
+        wanted = sorted(set(oids))
+        if not wanted:
+            return {}
+        done = self.git.run_bytes(["cat-file", "--batch"], "".join(f"{o}\n" for o in wanted))
+        blobs: dict[str, bytes] = {}
+        at = 0
+        for oid in wanted:
+            end = done.index(b"\n", at)
+            header = done[at:end].split()
+            at = end + 1
+            if len(header) != 3:
+                continue  # missing
+            size = int(header[2])
+            blobs[oid] = done[at : at + size]
+            at += size + 1
+        return blobs
 
     def change_identity(self, start: str, end: str) -> dict[str, str]:
         """Per changed path, the mode and blob it has at `end`: what a change *is*, whatever

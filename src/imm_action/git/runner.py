@@ -91,6 +91,24 @@ class GitRunner:
             raise classify(args, done.returncode, done.stderr)
         return GitResult(done.returncode, done.stdout, done.stderr)
 
+    def run_bytes(self, args: Sequence[str], input_text: str) -> bytes:
+        """`git <args>` whose output is binary (e.g. `cat-file --batch`)."""
+        try:
+            done = subprocess.run(
+                ["git", *_SAFE_CONFIG, *args],
+                cwd=self.repo,
+                input=input_text.encode("utf-8", "surrogateescape"),
+                capture_output=True,
+                env=self._environment(None),
+                timeout=self._timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as expired:
+            raise GitRetriable(args, None, _text(expired.stderr)) from None
+        if done.returncode != 0:
+            raise classify(args, done.returncode, _text(done.stderr))
+        return done.stdout
+
     def spawn(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """A long-lived git process talking over pipes (e.g. `cat-file --batch`)."""
         return subprocess.Popen(
