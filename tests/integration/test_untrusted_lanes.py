@@ -201,3 +201,27 @@ def test_a_provider_key_reaches_the_executor_but_is_masked_in_its_log_and_outcom
     everything = git(repo, "log", "-p", "--all", "--format=%B")  # outcomes, state, checks
     assert "found ***" in everything
     assert KEY not in everything
+
+
+@pytest.mark.slow
+def test_24_independent_tasks_at_max_parallel_12_lose_no_lane_in_three_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.conftest import descriptor, run_cli
+
+    tasks: dict[str, list[str]] = {f"t{n:02d}": [] for n in range(24)}
+    quick = shlex.join(["sh", "-c", 'echo "$IMM_TASK_ID" > "$IMM_TASK_ID.txt"'])
+    for run in range(3):
+        repo = make_project(
+            tmp_path / f"r{run}",
+            tasks,
+            checks=dict.fromkeys(tasks, descriptor(["-c", "pass"], executable="true")),
+        )
+        code, out, err = run_cli(
+            capsys, "run", "init", "--repo", str(repo), "--executor", quick, "--max-parallel", "12"
+        )
+        assert code == 0, (out, err)
+        children = current(repo).state.children
+        assert [(c.state, c.attempts) for c in children] == [("integrated", 0)] * 24
+        assert not list((repo / ".git/imm/lanes").glob("*/*"))
+        assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
