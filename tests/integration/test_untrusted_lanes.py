@@ -225,3 +225,28 @@ def test_24_independent_tasks_at_max_parallel_12_lose_no_lane_in_three_runs(
         assert [(c.state, c.attempts) for c in children] == [("integrated", 0)] * 24
         assert not list((repo / ".git/imm/lanes").glob("*/*"))
         assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ('ln -s /etc/passwd "$IMM_TASK_ID.txt"', "lane_symlink_outside: a.txt"),
+        (
+            'mkdir a.txt && cd a.txt && git init -q && git -c user.name=x -c user.email=x@y '
+            'commit -q --allow-empty -m x',
+            "lane_gitlink: a.txt",
+        ),
+    ],
+)
+def test_a_lane_refuses_links_out_of_the_repository_and_gitlinks_inside_its_scope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], script: str, reason: str
+) -> None:
+    from tests.conftest import run_cli
+
+    repo = make_project(tmp_path / "r", {"a": []})
+    executor = shlex.join(["sh", "-c", script])
+    code, _, _ = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
+    assert code == 1
+    assert [(c.state, c.reason) for c in current(repo).state.children] == [
+        ("needs_human", reason)
+    ]

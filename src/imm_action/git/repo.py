@@ -292,6 +292,19 @@ class GitRepo:
         commit carries it (SPEC §5.4)."""
         return self.change_identities([(start, end)])[0]
 
+    def tree_change(self, start: str, end: str) -> dict[str, str]:
+        """`change_identity` of two tree-ishes (trees too, which `--stdin` does not take)."""
+        raw = self.git.output(
+            ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", start, end]
+        )
+        change: dict[str, str] = {}
+        tokens = raw.split("\0")
+        for token, path in zip(tokens[::2], tokens[1::2], strict=False):
+            if token.startswith(":"):
+                _, new_mode, _, new_blob, _ = token[1:].split(" ", 4)
+                change[path] = f"{new_mode} {new_blob}"
+        return change
+
     def change_identities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
         """`change_identity` of several commit pairs in one `diff-tree --stdin` process."""
         stdin = "".join(f"{start} {end}\n" for start, end in pairs)
