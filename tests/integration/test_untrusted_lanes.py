@@ -232,8 +232,8 @@ def test_24_independent_tasks_at_max_parallel_12_lose_no_lane_in_three_runs(
     [
         ('ln -s /etc/passwd "$IMM_TASK_ID.txt"', "lane_symlink_outside: a.txt"),
         (
-            'mkdir a.txt && cd a.txt && git init -q && git -c user.name=x -c user.email=x@y '
-            'commit -q --allow-empty -m x',
+            "mkdir a.txt && cd a.txt && git init -q && git -c user.name=x -c user.email=x@y "
+            "commit -q --allow-empty -m x",
             "lane_gitlink: a.txt",
         ),
     ],
@@ -247,6 +247,4 @@ def test_a_lane_refuses_links_out_of_the_repository_and_gitlinks_inside_its_scop
     executor = shlex.join(["sh", "-c", script])
     code, _, _ = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
     assert code == 1
-    assert [(c.state, c.reason) for c in current(repo).state.children] == [
-        ("needs_human", reason)
-    ]
+    assert [(c.state, c.reason) for c in current(repo).state.children] == [("needs_human", reason)]
