@@ -248,3 +248,28 @@ def test_a_lane_refuses_links_out_of_the_repository_and_gitlinks_inside_its_scop
     code, _, _ = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
     assert code == 1
     assert [(c.state, c.reason) for c in current(repo).state.children] == [("needs_human", reason)]
+
+
+def test_imm_never_runs_an_fsmonitor_or_hooks_named_in_the_repository_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.conftest import run_cli
+
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    marker = tmp_path / "ran"
+    program = tmp_path / "program.sh"
+    program.write_text(f"#!/bin/sh\ntouch {marker}\necho /\n")
+    program.chmod(0o755)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("pre-commit", "post-checkout", "reference-transaction", "post-index-change"):
+        (hooks / hook).symlink_to(program)
+    git(repo, "config", "core.fsmonitor", str(program))
+    git(repo, "config", "core.hooksPath", str(hooks))
+    (repo / "docs/plans/a.intent.json").touch()  # something for `status` to look at
+    executor = shlex.join(["sh", "-c", 'echo "$IMM_TASK_ID" > "$IMM_TASK_ID.txt"'])
+    for argv in (["check"], ["plan", "init"], ["run", "init", "--executor", executor]):
+        code, _, err = run_cli(capsys, *argv, "--repo", str(repo))
+        assert code == 0, err
+    assert current(repo).state.batch_state == "completed"
+    assert not marker.exists()

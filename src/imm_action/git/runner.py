@@ -19,9 +19,14 @@ from imm_action.git.errors import (
 
 DEFAULT_TIMEOUT_S = 120.0
 
-# Config every call of ours runs with: our own commits never run a user's hooks or ask for a key.
+# Config every call of ours runs with: no git call of imm's ever runs a program a repository's
+# config names — no hooks (`/dev/null` is no folder, so no hook is found; an empty folder in a
+# shared temp dir could be filled by someone else first), no fsmonitor, no `ext::` transport —
+# and our own commits never ask for a key. (SPEC §8, issue 12)
 _SAFE_CONFIG = (
     "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
     "-c", "commit.gpgSign=false",
     "-c", "tag.gpgSign=false",
     "-c", "core.quotePath=false",
