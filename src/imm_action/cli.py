@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from imm_action import __version__
 from imm_action.console import CommandIO
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from imm_action.carriers.source import InitiativeSource
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.github.client import GitHubClient
-from imm_action.errors import UsageError
+from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INVALID_INPUT, UsageError
 from imm_action.exits import run_guarded
+from imm_action.model.common import is_identifier
+from imm_action.model.plan import MAX_PARALLEL_LIMIT
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
 
@@ -36,6 +39,48 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
+
+
+def _lane_count(text: str) -> int:
+    """--max-parallel: 1..256 (a GitHub matrix runs at most 256 jobs; SPEC §7)."""
+    value = _positive_int(text)
+    if value > MAX_PARALLEL_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {MAX_PARALLEL_LIMIT}: at most {MAX_PARALLEL_LIMIT} lanes run "
+            "at once"
+        )
+    return value
+
+
+def _identifier(text: str) -> str:
+    """A slug, task id or batch id (SPEC §4.1 id pattern)."""
+    if not is_identifier(text):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(
+            f"{shown!r} is not a valid id (letters, digits, '.', '_', '-', starting with a letter "
+            "or digit, at most 128 characters)"
+        )
+    return text
+
+
+def _command_line(text: str) -> str:
+    """--executor: refused now when it cannot be split into arguments, not by every lane."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be split into arguments: {error}"
+        ) from None
+    if not argv:
+        raise argparse.ArgumentTypeError("the command is empty")
+    return text
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, exit 2 (SPEC §6); `--help` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_INVALID_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -200,11 +245,11 @@ def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
     return demo.run(args, io)
 
 
-def _options() -> dict[str, argparse.ArgumentParser]:
+def _options() -> dict[str, _Parser]:
     """Each option more than one command takes, declared once (argparse parent parsers)."""
 
-    def option(*args: str, **kwargs: Any) -> argparse.ArgumentParser:
-        parent = argparse.ArgumentParser(add_help=False)
+    def option(*args: str, **kwargs: Any) -> _Parser:
+        parent = _Parser(add_help=False)
         parent.add_argument(*args, **kwargs)
         return parent
 
@@ -216,16 +261,22 @@ def _options() -> dict[str, argparse.ArgumentParser]:
             metavar="NAME",
             help="keep batch refs on this remote (GitHub: origin)",
         ),
-        "batch-id": option("--batch-id", default=None, metavar="ID", help="a specific batch"),
+        "batch-id": option(
+            "--batch-id", type=_identifier, default=None, metavar="ID", help="a specific batch"
+        ),
         "max-parallel": option(
             "--max-parallel",
-            type=_positive_int,
+            type=_lane_count,
             default=None,
             metavar="N",
             help="at most N lanes at once",
         ),
         "executor": option(
-            "--executor", default=None, metavar="CMD", help="the command doing each task"
+            "--executor",
+            type=_command_line,
+            default=None,
+            metavar="CMD",
+            help="the command doing each task",
         ),
         "report-format": option("--format", choices=("text", "json", "markdown"), default="text"),
         "text-format": option("--format", choices=("text",), default="text"),
@@ -235,19 +286,23 @@ def _options() -> dict[str, argparse.ArgumentParser]:
 def build_parser() -> argparse.ArgumentParser:
     from imm_action.model import SCHEMA_MODELS
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="imm",
         description="Run an initiative in parallel lanes and land it through a guarded integrator.",
     )
     parser.add_argument("--version", action="version", version=f"imm {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
     o = _options()
 
     plan = sub.add_parser(
         "plan", help="show the batch plan of an initiative (a dry run)",
         parents=[o["repo"], o["max-parallel"]],
     )  # fmt: skip
-    plan.add_argument("slug", help="the initiative slug (docs/initiatives/<slug>.md)")
+    plan.add_argument(
+        "slug", type=_identifier, help="the initiative slug (docs/initiatives/<slug>.md)"
+    )
     plan.add_argument("--format", choices=("json", "markdown", "matrix"), default="json")
     plan.set_defaults(handler=_plan)
 
@@ -268,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
         parents=[*batch, o["report-format"]],
     )  # fmt: skip
-    rec.add_argument("slug")
+    rec.add_argument("slug", type=_identifier)
     rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
     rec.add_argument(
         "--report", action="store_true",
@@ -279,15 +334,17 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status", help="show a batch's report", parents=[*batch, o["report-format"]]
     )
-    status.add_argument("slug", nargs="?", default=None)
+    status.add_argument("slug", nargs="?", type=_identifier, default=None)
     status.set_defaults(handler=_status)
 
     run = sub.add_parser(
         "run", help="run a batch here: worktree lanes, live progress",
         parents=[o["repo"], o["max-parallel"], o["executor"]],
     )  # fmt: skip
-    run.add_argument("slug")
-    run.add_argument("--batch-id", default=None, metavar="ID", help="resume exactly this batch")
+    run.add_argument("slug", type=_identifier)
+    run.add_argument(
+        "--batch-id", type=_identifier, default=None, metavar="ID", help="resume exactly this batch"
+    )
     run.add_argument("--json", action="store_true", help="print the final report as JSON")
     run.set_defaults(handler=_run)
 
@@ -295,8 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
         "lane", help="run one admitted lane and publish its outcome",
         parents=[o["repo"], o["remote"], o["executor"]],
     )  # fmt: skip
-    lane.add_argument("--batch-id", required=True, metavar="ID")
-    lane.add_argument("--task", required=True, metavar="TASK")
+    lane.add_argument("--batch-id", type=_identifier, required=True, metavar="ID")
+    lane.add_argument("--task", type=_identifier, required=True, metavar="TASK")
     lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
     lane.set_defaults(handler=_lane)
 
@@ -304,15 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
         "retry", help="send a parked task and its skipped dependents back to pending",
         parents=[*batch, o["text-format"]],
     )  # fmt: skip
-    retry.add_argument("slug")
-    retry.add_argument("task_id")
+    retry.add_argument("slug", type=_identifier)
+    retry.add_argument("task_id", type=_identifier)
     retry.set_defaults(handler=_retry)
 
     cancel = sub.add_parser(
         "cancel", help="cancel the active batch; running lanes stop",
         parents=[*batch, o["text-format"]],
     )  # fmt: skip
-    cancel.add_argument("slug")
+    cancel.add_argument("slug", type=_identifier)
     cancel.set_defaults(handler=_cancel)
 
     command = sub.add_parser(
@@ -342,19 +399,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     handler: Handler = ns.handler
     runner_temp = os.environ.get("RUNNER_TEMP")
-    return run_guarded(
+    code = run_guarded(
         ns.command,
         lambda io: handler(ns, io),
         CommandIO(sys.stdout, sys.stderr, program),
         crash_dir=Path(runner_temp) if runner_temp else None,
     )
+    if code == EXIT_BROKEN_PIPE:
+        # the reader of our output went away (`imm status | head -1`): end quietly, without
+        # Python's "Exception ignored ... BrokenPipeError" when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return code
 
 
 def program_name(argv0: str) -> str:
     """How to write `imm` in a command the person can paste into a fresh shell: as they invoked
     it, made absolute when a fresh shell would not find it (a path, `python -m`, or a script
     of a virtual environment that is not activated there)."""
-    import shlex
     import shutil
 
     if Path(argv0).name == "__main__.py":  # python -m imm_action

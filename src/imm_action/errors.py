@@ -9,6 +9,7 @@ EXIT_NEEDS_HUMAN = 1
 EXIT_INVALID_INPUT = 2
 EXIT_UNEXPECTED = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: whoever read our output stopped reading
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process SIGTERM ended
 
 

@@ -7,6 +7,7 @@ other exception is a bug: its traceback goes to a log file and the message names
 from __future__ import annotations
 
 import os
+import select
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from imm_action.console import CommandIO
-from imm_action.errors import EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
+from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
 
 
 def run_guarded(
@@ -36,10 +37,30 @@ def run_guarded(
     except KeyboardInterrupt:
         io.warn(f"imm {command}: interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError as error:
+        if _reader_gone(io):
+            return EXIT_BROKEN_PIPE  # `imm status | head -1`: nobody wants the rest
+        return _crashed(command, error, io, crash_dir)
     except Exception as error:  # the one place an unexpected error is reported, with a log
-        log = write_crash_log(command, crash_dir or Path(tempfile.gettempdir()))
-        io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
-        return EXIT_UNEXPECTED
+        return _crashed(command, error, io, crash_dir)
+
+
+def _crashed(command: str, error: Exception, io: CommandIO, crash_dir: Path | None) -> int:
+    log = write_crash_log(command, crash_dir or Path(tempfile.gettempdir()))
+    io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
+    return EXIT_UNEXPECTED
+
+
+def _reader_gone(io: CommandIO) -> bool:
+    """Whether the broken pipe is our own output's (not, say, a git helper's): a pipe whose
+    readers are all gone polls as an error."""
+    try:
+        fd = io.out.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def write_crash_log(command: str, directory: Path) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.batch_helpers import make_project, publish, work
-from tests.conftest import run_cli, snapshot
+from tests.conftest import git, run_cli, snapshot
 
 _run = run_cli
 
@@ -70,6 +70,7 @@ def test_reconcile_of_a_bad_initiative_exits_2_and_starts_nothing(
 ) -> None:
     repo = make_project(tmp_path / "r", {"a": []})
     (repo / "docs/initiatives/init.md").write_text("## s: x\nTasks:\n- a\nBlocked by: ghost\n")
+    git(repo, "commit", "-qam", "a bad initiative")
     code, _, err = _run(capsys, "reconcile", "init", "--admit", "--repo", str(repo))
     assert code == 2
     assert "docs/initiatives/init.md:4:" in err

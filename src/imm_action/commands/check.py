@@ -11,8 +11,9 @@ from imm_action.carriers.intents import read_intents
 from imm_action.carriers.local import initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.console import CommandIO
-from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem
+from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem, UsageError
 from imm_action.git import changed_paths
+from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
 from imm_action.plan.project import intent_path
 from imm_action.text import plural
@@ -66,6 +67,8 @@ def check_annotations(problems: list[Problem], warnings: list[Problem]) -> list[
 
 def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> int:
     repo = open_repo(args.repo)
+    if args.base is not None and GitRepo(repo).resolve(args.base) is None:
+        raise UsageError(f"--base {args.base}: no such commit or branch")
     note = uncommitted_note(repo)
     if note is not None:
         io.warn(note)

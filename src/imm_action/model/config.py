@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 
 CONFIG_PATH = ".github/imm.yml"
+
+
+def _splits(text: str) -> str:
+    """A command line imm will split with shlex (never a shell): refused here when it cannot be
+    split, not later by every lane."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as error:
+        raise ValueError(f"cannot be split into arguments: {error}") from None
+    if not argv:
+        raise ValueError("the command is empty")
+    return text
+
+
+CommandLine = Annotated[str, AfterValidator(_splits)]
 DEFAULT_MAX_PARALLEL = 4
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
@@ -26,8 +42,8 @@ class CommandsConfig(_ConfigModel):
 
 class RepoConfig(_ConfigModel):
     max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] = DEFAULT_MAX_PARALLEL
-    executor: str | None = None
-    lane_setup: str | None = None
+    executor: CommandLine | None = None
+    lane_setup: CommandLine | None = None
     qa_failure_limit: Annotated[int, Field(ge=1)] = DEFAULT_QA_FAILURE_LIMIT
     lane_timeout_minutes: Annotated[int, Field(ge=1, le=360)] = 60
     base_ref: str | None = None

@@ -1,0 +1,76 @@
+"""Usage errors exit 2 with one line and no traceback, and write nothing (issue 12)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import make_project
+from tests.conftest import snapshot
+
+
+def _imm(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "imm_action", *argv],
+        cwd=repo, check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+USAGE_ERRORS = {
+    "max-parallel 257": (
+        ["run", "init", "--max-parallel", "257", "--executor", "true"],
+        "imm run: argument --max-parallel: 257 is more than 256: at most 256 lanes run at once",
+    ),
+    "plan max-parallel 257": (
+        ["plan", "init", "--max-parallel", "257"],
+        "imm plan: argument --max-parallel: 257 is more than 256",
+    ),
+    "unknown base": (["check", "--base", "nope"], "imm check: --base nope: no such commit"),
+    "slug too long": (["run", "a" * 129, "--executor", "true"], "is not a valid id"),
+    "unbalanced executor": (
+        ["run", "init", "--executor", "agent --prompt 'unclosed"],
+        'imm run: argument --executor: "agent --prompt \'unclosed" cannot be split into '
+        "arguments: No closing quotation",
+    ),
+    "unknown batch": (["status", "--batch-id", "batch-init-nope"], "no batch batch-init-nope"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_a_usage_error_exits_2_with_one_line_and_writes_nothing(tmp_path: Path, case: str) -> None:
+    argv, message = USAGE_ERRORS[case]
+    repo = make_project(tmp_path / "r", {"a": []})
+    before = snapshot(repo)
+    done = _imm(repo, *argv)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stdout == ""
+    assert snapshot(repo) == before
+
+
+def test_an_unsplittable_executor_in_the_config_is_refused_at_its_line(tmp_path: Path) -> None:
+    repo = make_project(
+        tmp_path / "r", {"a": []},
+        extra_files={".github/imm.yml": "max_parallel: 2\nexecutor: agent 'unclosed\n"},
+    )  # fmt: skip
+    done = _imm(repo, "check")
+    assert done.returncode == 2
+    expected = ".github/imm.yml:2: executor: cannot be split into arguments: No closing quotation"
+    assert expected in done.stdout
+
+
+def test_a_closed_stdout_ends_imm_quietly(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {f"t{n}": [] for n in range(300)})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "imm_action", "plan", "init", "--format", "markdown"],
+        cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    process.stdout.close()  # as `| head -1` does once it has its line
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 141
+    assert err == b""
