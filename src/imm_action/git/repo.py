@@ -273,7 +273,9 @@ class GitRepo:
         wanted = sorted(set(oids))
         if not wanted:
             return {}
-        done = self.git.run_bytes(["cat-file", "--batch"], "".join(f"{o}\n" for o in wanted))
+        done = self.git.run_bytes(
+            ["cat-file", "--batch", "--buffer"], "".join(f"{o}\n" for o in wanted)
+        )
         blobs: dict[str, bytes] = {}
         at = 0
         for oid in wanted:
