@@ -46,8 +46,7 @@ def _lane_count(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_PARALLEL_LIMIT:
         raise argparse.ArgumentTypeError(
-            f"{value} is more than {MAX_PARALLEL_LIMIT}: at most {MAX_PARALLEL_LIMIT} lanes run "
-            "at once"
+            f"{value} is more than {MAX_PARALLEL_LIMIT} (at most {MAX_PARALLEL_LIMIT} lanes per run)"
         )
     return value
 
@@ -396,7 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(100_000, 50, 1000)
     parser = build_parser()
     program = "imm" if argv is not None else program_name(sys.argv[0])
-    ns = parser.parse_args(argv)
+    try:
+        ns = parser.parse_args(argv)
+    except SystemExit as stop:  # a usage error (one line, exit 2), --help or --version
+        return stop.code if isinstance(stop.code, int) else EXIT_INVALID_INPUT
     handler: Handler = ns.handler
     runner_temp = os.environ.get("RUNNER_TEMP")
     code = run_guarded(

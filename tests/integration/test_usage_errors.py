@@ -22,7 +22,7 @@ def _imm(repo: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 USAGE_ERRORS = {
     "max-parallel 257": (
         ["run", "init", "--max-parallel", "257", "--executor", "true"],
-        "imm run: argument --max-parallel: 257 is more than 256: at most 256 lanes run at once",
+        "imm run: argument --max-parallel: 257 is more than 256 (at most 256 lanes per run)",
     ),
     "plan max-parallel 257": (
         ["plan", "init", "--max-parallel", "257"],
