@@ -46,7 +46,8 @@ def _lane_count(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_PARALLEL_LIMIT:
         raise argparse.ArgumentTypeError(
-            f"{value} is more than {MAX_PARALLEL_LIMIT} (at most {MAX_PARALLEL_LIMIT} lanes per run)"
+            f"{value} is more than {MAX_PARALLEL_LIMIT} "
+            f"(at most {MAX_PARALLEL_LIMIT} lanes per run)"
         )
     return value
 

@@ -1,4 +1,4 @@
-"""A lane's own repository (SPEC §5.1; decision 0011).
+"""A lane's own repository (SPEC §5.1; decision 0013).
 
 An executor works in `work/`, a repository of its own whose only link to the user's is an
 alternates entry (it reads the user's objects, it cannot touch the user's refs, config or hooks).

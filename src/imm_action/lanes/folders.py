@@ -1,4 +1,4 @@
-"""Where local lanes work: one folder per lane attempt, named by batch (decision 0011).
+"""Where local lanes work: one folder per lane attempt, named by batch (decision 0013).
 
     <git common dir>/imm/lanes/<batch_id>/<task_id>+a<attempt>+p<pid>+<random>/
 

@@ -1,5 +1,5 @@
 """Starting untrusted commands (executors, `lane_setup`, descriptors) so that ending them ends
-every process they started (SPEC §8; decision 0010).
+every process they started (SPEC §8; decision 0011).
 
 Each command runs under `reaper.py` in a session of its own: the reaper is a child subreaper, so a
 descendant that calls `setsid` or double-forks is still its to kill. `end` asks the reaper to stop
