@@ -107,11 +107,17 @@ def _reap_all() -> bool:
 
 
 def _end_everything(command: int) -> None:
-    """SIGKILL the command's group, our session and our children until nothing is left."""
+    """SIGKILL the command's group, our session and our children until nothing is left.
+
+    As a subreaper, once the command is gone every descendant still alive has a chain of
+    living parents up to us: no child left means no descendant left (the common case, which
+    needs no look at /proc)."""
     try:  # noqa: SIM105 - contextlib would cost start-up time here
         os.killpg(command, SIGKILL)
     except OSError:
         pass
+    if not _reap_all():
+        return
     while True:
         victims = _ours()
         for pid in victims:
