@@ -63,6 +63,13 @@ def _identifier(text: str) -> str:
     return text
 
 
+def _initiative_ref(text: str) -> str:
+    """An initiative's slug, or `#123`: the number of the issue carrying it."""
+    if text.startswith("#") and text[1:].isdigit():
+        return text
+    return _identifier(text)
+
+
 def _command_line(text: str) -> str:
     """--executor: refused now when it cannot be split into arguments, not by every lane."""
     try:
@@ -301,7 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[o["repo"], o["max-parallel"]],
     )  # fmt: skip
     plan.add_argument(
-        "slug", type=_identifier, help="the initiative slug (docs/initiatives/<slug>.md)"
+        "slug",
+        type=_initiative_ref,
+        help="the initiative slug (docs/initiatives/<slug>.md), or #N: the issue carrying it",
     )
     plan.add_argument("--format", choices=("json", "markdown", "matrix"), default="json")
     plan.set_defaults(handler=_plan)
@@ -323,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
         parents=[*batch, o["report-format"]],
     )  # fmt: skip
-    rec.add_argument("slug", type=_identifier)
+    rec.add_argument("slug", type=_initiative_ref)
     rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
     rec.add_argument(
         "--report", action="store_true",
