@@ -19,6 +19,7 @@ from imm_action import __version__
 from imm_action.console import CommandIO
 
 if TYPE_CHECKING:
+    from imm_action.actions.runtime import ActionsFiles
     from imm_action.batches.decisions import DecisionArgs
     from imm_action.carriers.source import InitiativeSource
     from imm_action.commands.reconcile import GitHubReporting
@@ -126,7 +127,8 @@ def _check(ns: argparse.Namespace, io: CommandIO) -> int:
         if len(head) != 40:
             raise UsageError("imm check --report needs the commit to report on (GITHUB_SHA)")
         report = check.CheckReport(client, head)
-    return check.run(check.CheckArgs(Path(ns.repo), ns.base), io, report)
+    args = check.CheckArgs(Path(ns.repo), ns.base, annotate=_actions_files() is not None)
+    return check.run(args, io, report)
 
 
 def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -159,7 +161,24 @@ def _github_reporting(ns: argparse.Namespace) -> GitHubReporting | None:
     client, repository = _github_client("imm reconcile --report")
     server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
     ref = os.environ.get("GITHUB_REF_NAME", "main")
-    return GitHubReporting(client, f"{server}/{repository}", ref=ref)
+    # act sets no GITHUB_WORKFLOW_REF, and a reusable workflow's caller names its own file: the
+    # workflow to dispatch for the next round is named by the workflow (default imm-batch.yml).
+    workflow = os.environ.get("IMM_BATCH_WORKFLOW") or "imm-batch.yml"
+    default_token = os.environ.get("IMM_DEFAULT_TOKEN") == "true"
+    return GitHubReporting(
+        client, f"{server}/{repository}", workflow=workflow, ref=ref,
+        default_token=default_token,
+    )  # fmt: skip
+
+
+def _actions_files() -> ActionsFiles | None:
+    """$GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when running as a GitHub Actions step."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return None
+    from imm_action.actions.runtime import ActionsFiles
+
+    output, summary = os.environ.get("GITHUB_OUTPUT"), os.environ.get("GITHUB_STEP_SUMMARY")
+    return ActionsFiles(Path(output) if output else None, Path(summary) if summary else None)
 
 
 def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -175,6 +194,8 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.remote,
         ns.format,
         os.environ.get("PATH", ""),
+        max_parallel=ns.max_parallel,
+        actions=_actions_files(),
     )
     return reconcile.run(args, io, initiatives, reporting)
 
@@ -192,8 +213,15 @@ def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
     args = lane.LaneArgs(
         ns.batch_id, ns.task, Path(ns.repo), ns.remote, ns.executor,
         Path(ns.log) if ns.log else None, dict(os.environ),
+        phase=ns.phase, lane_setup=ns.lane_setup, actions=_actions_files(),
     )  # fmt: skip
     return lane.run(args, io, _initiatives(Path(ns.repo)))
+
+
+def _init(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import init
+
+    return init.run(init.InitArgs(Path(ns.repo), ns.action, ns.check), io)
 
 
 def _run(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -291,7 +319,6 @@ def _options() -> dict[str, _Parser]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from imm_action.model import SCHEMA_MODELS
 
     parser = _Parser(
         prog="imm",
@@ -330,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch = [o["repo"], o["batch-id"], o["remote"]]
     rec = sub.add_parser(
         "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
-        parents=[*batch, o["report-format"]],
+        parents=[*batch, o["report-format"], o["max-parallel"]],
     )  # fmt: skip
     rec.add_argument("slug", type=_initiative_ref)
     rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
@@ -364,6 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
     lane.add_argument("--batch-id", type=_identifier, required=True, metavar="ID")
     lane.add_argument("--task", type=_identifier, required=True, metavar="TASK")
     lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
+    lane.add_argument(
+        "--phase", choices=("all", "fetch", "work", "publish"), default="all",
+        help="run only one step of the lane (GitHub: the executor's step holds no token)",
+    )  # fmt: skip
+    lane.add_argument(
+        "--lane-setup", default=None, metavar="CMD", help="run in the lane before the executor"
+    )
     lane.set_defaults(handler=_lane)
 
     retry = sub.add_parser(
@@ -388,6 +422,29 @@ def build_parser() -> argparse.ArgumentParser:
     command.add_argument("--event", required=True, metavar="PATH", help="the event payload file")
     command.set_defaults(handler=_command)
 
+    _add_setup_commands(sub, o)
+    return parser
+
+
+def _add_setup_commands(
+    sub: argparse._SubParsersAction[_Parser],
+    o: dict[str, _Parser],
+) -> None:
+    """Commands that set a repository up or show formats: init, demo, schema."""
+    from imm_action.model import SCHEMA_MODELS
+
+    init = sub.add_parser(
+        "init", help="write .github/imm.yml and the workflows, or bring them up to date",
+        parents=[o["repo"]],
+    )  # fmt: skip
+    init.add_argument(
+        "--action", default=None, metavar="REF",
+        help="what the workflows' steps use to run imm (default: ./ where the repository holds "
+        "the action, else imm-action/imm-action@v0)",
+    )  # fmt: skip
+    init.add_argument("--check", action="store_true", help="exit 1 when an update is due")
+    init.set_defaults(handler=_init)
+
     demo = sub.add_parser("demo", help="create a demo repository and run a real batch on it")
     demo.add_argument("--dir", default=None, metavar="P", help="where (default: a new temp dir)")
     demo.set_defaults(handler=_demo)
@@ -396,7 +453,6 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))
     schema.add_argument("--write", metavar="DIR", help="write every schema into DIR instead")
     schema.set_defaults(handler=_schema)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -416,6 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lambda io: handler(ns, io),
         CommandIO(sys.stdout, sys.stderr, program),
         crash_dir=Path(runner_temp) if runner_temp else None,
+        annotate=os.environ.get("GITHUB_ACTIONS") == "true",
     )
     if code == EXIT_BROKEN_PIPE:
         # the reader of our output went away (`imm status | head -1`): end quietly, without

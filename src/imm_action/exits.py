@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from imm_action.console import CommandIO
-from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_UNEXPECTED, ImmError
+from imm_action.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_UNEXPECTED,
+    ImmError,
+    InputError,
+)
 
 
 def run_guarded(
@@ -23,16 +29,24 @@ def run_guarded(
     body: Callable[[CommandIO], int],
     io: CommandIO,
     crash_dir: Path | None = None,
+    *,
+    annotate: bool = False,
 ) -> int:
     """Run one command; expected errors, Ctrl-C and crashes become exit codes.
 
     `crash_dir` is where a crash's traceback is written (the CLI passes `RUNNER_TEMP` on GitHub);
-    by default the system's temporary directory.
+    by default the system's temporary directory. With `annotate` (a GitHub Actions step), each
+    problem of an input error is also an annotation at its file and line.
     """
     try:
         return body(io)
     except ImmError as error:
         io.warn(f"imm {command}: {error}" if "\n" not in str(error) else str(error))
+        if annotate and isinstance(error, InputError):
+            from imm_action.actions.runtime import annotation
+
+            for problem in error.problems:
+                io.say(annotation(problem))
         return error.exit_code
     except KeyboardInterrupt:
         io.warn(f"imm {command}: interrupted")

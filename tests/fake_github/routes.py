@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable
@@ -327,6 +328,8 @@ def create_pull(call: Call) -> tuple[int, Any]:
     repo = call.repo
     title, head, base = (call.field(name, "PullRequest") for name in ("title", "head", "base"))
     label = head if ":" in head else f"{repo.owner}:{head}"
+    if repo.pulls_refused:
+        raise ApiError(403, "GitHub Actions is not permitted to create or approve pull requests.")
     with call.lock:
         for pull in repo.pulls.values():
             if (
@@ -424,6 +427,7 @@ def dispatch(call: Call) -> tuple[int, Any]:
         raise ApiError(422, "Invalid request.\n\nFor 'properties/inputs', values must be strings.")
     with call.lock:
         workflow = _workflow(call)
+        _check_inputs(call.repo.dispatch_inputs.get(workflow["path"].rsplit("/", 1)[1]), inputs)
         run_id = call.state.next_id()
         call.repo.dispatches.append({"workflow": workflow["path"], "ref": ref, "inputs": inputs})
         base = call.state.api(f"/repos/{call.repo.full_name}/actions/runs/{run_id}")
@@ -443,6 +447,19 @@ def dispatch(call: Call) -> tuple[int, Any]:
             "head_repository": minimal, "repository": minimal, "jobs": [],
         }  # fmt: skip
         return 204, None
+
+
+def _check_inputs(declared: dict[str, bool] | None, inputs: Json) -> None:
+    """GitHub refuses a dispatch naming an input the workflow does not declare, or lacking a
+    required one (422, messages as GitHub words them)."""
+    if declared is None:
+        return
+    unexpected = sorted(set(inputs) - set(declared))
+    if unexpected:
+        raise ApiError(422, f"Unexpected inputs provided: {json.dumps(unexpected)}")
+    for name, required in declared.items():
+        if required and name not in inputs:
+            raise ApiError(422, f"Required input '{name}' not provided")
 
 
 @route("GET", "{REPO}/actions/runs")

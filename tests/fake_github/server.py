@@ -8,7 +8,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -106,8 +106,18 @@ class FakeGitHub:
             repo.collaborators.update(collaborators or {owner: "admin"})
             return repo
 
-    def add_workflow(self, full_name: str, file_name: str, name: str | None = None) -> None:
+    def add_workflow(
+        self,
+        full_name: str,
+        file_name: str,
+        name: str | None = None,
+        inputs: Mapping[str, bool] | None = None,
+    ) -> None:
+        """A workflow; `inputs` (name -> required) are its `workflow_dispatch` inputs, which a
+        dispatch must respect as GitHub does (422 otherwise); None accepts any inputs."""
         repo = self.repo(full_name)
+        if inputs is not None:
+            repo.dispatch_inputs[file_name] = dict(inputs)
         with self._lock:
             workflow_id = self.state.next_id()
             path = f".github/workflows/{file_name}"

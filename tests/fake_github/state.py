@@ -48,10 +48,12 @@ class FakeRepo:
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> permission
     workflows: dict[str, Json] = field(default_factory=dict)  # file name -> workflow
     dispatches: list[Json] = field(default_factory=list)
+    dispatch_inputs: dict[str, dict[str, bool]] = field(default_factory=dict)  # file -> inputs
     runs: dict[int, Json] = field(default_factory=dict)
     sub_issues: dict[int, list[int]] = field(default_factory=dict)  # parent -> children
     blocked_by: dict[int, list[int]] = field(default_factory=dict)  # issue -> blockers
     check_runs_refused: bool = False  # a token without checks:write gets 403 on check runs
+    pulls_refused: bool = False  # "Allow GitHub Actions to create pull requests" is off
     # Issues GitHub's search index has not caught up with yet (search is eventually consistent).
     unindexed: set[int] = field(default_factory=set)
 

@@ -106,6 +106,25 @@ def test_workflow_dispatch_records_its_inputs(fake: FakeGitHub) -> None:
     ]  # fmt: skip
 
 
+def test_a_dispatch_with_an_input_the_workflow_does_not_declare_is_refused(
+    fake: FakeGitHub,
+) -> None:
+    fake.add_workflow(REPO, "declared.yml", "declared", inputs={"initiative": True, "pass": False})
+    workflow = client(fake).get_repo(REPO).get_workflow("declared.yml")
+    # PyGithub answers False for anything but 204
+    assert workflow.create_dispatch("main", {"initiative": "shop", "batch_id": "b"}) is False
+    assert fake.requests[-1].status == 422
+    assert fake.repo(REPO).dispatches == []
+
+
+def test_a_dispatch_without_a_required_input_is_refused(fake: FakeGitHub) -> None:
+    fake.add_workflow(REPO, "declared.yml", "declared", inputs={"initiative": True})
+    workflow = client(fake).get_repo(REPO).get_workflow("declared.yml")
+    assert workflow.create_dispatch("main", {}) is False
+    assert fake.requests[-1].status == 422
+    assert fake.repo(REPO).dispatches == []
+
+
 def test_server_errors_are_retried_for_reads(fake: FakeGitHub) -> None:
     fake.faults.queue(Fault.SERVER_ERROR, Fault.BAD_GATEWAY)
     assert client(fake).get_repo(REPO).full_name == REPO

@@ -75,6 +75,24 @@ def test_publishing_a_report_costs_at_most_ten_requests_whatever_the_task_count(
     assert len(repo.check_runs) == 1
 
 
+def test_where_actions_may_not_open_pull_requests_the_report_links_the_compare_page(
+    fake: FakeGitHub,
+) -> None:
+    fake.repo(REPO).pulls_refused = True
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    report, state = _state(2)
+    report = report.model_copy(update={"commits": ["c" * 40]})
+    url = f"https://github.example/{REPO}"
+    publish_report(client, report, state, ReportTarget(1, "d" * 40, url))
+    repo = fake.repo(REPO)
+    assert repo.pulls == {}
+    compare = f"{url}/compare/{state.base_ref}...{state.branch}"
+    (comment,) = repo.comments.values()
+    assert compare in comment["body"]
+    (check,) = repo.check_runs.values()
+    assert compare in check["output"]["summary"]
+
+
 def _broken_intent_repo(tmp_path: Path, problems: int = 1) -> Path:
     import json
 
@@ -109,7 +127,7 @@ def test_imm_check_reports_a_check_run_with_annotations_at_file_and_line(
     code = _check_report(fake, _broken_intent_repo(tmp_path), monkeypatch, capsys)
     assert code == 2
     (run,) = fake.repo(REPO).check_runs.values()
-    assert (run["name"], run["conclusion"]) == ("imm check", "failure")
+    assert (run["name"], run["conclusion"]) == ("imm: check", "failure")
     assert [
         (a["path"], a["start_line"], a["annotation_level"], a["message"])
         for a in fake.repo(REPO).annotations[run["id"]]

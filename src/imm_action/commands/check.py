@@ -35,6 +35,7 @@ INTENT_SUFFIX = ".intent.json"
 class CheckArgs:
     repo: Path
     base: str | None
+    annotate: bool = False  # also print each problem as a GitHub Actions annotation
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class CheckReport:
 
     client: GitHubClient
     head_sha: str
-    name: str = "imm check"
+    name: str = "imm: check"
 
 
 def check_annotations(problems: list[Problem], warnings: list[Problem]) -> list[dict[str, object]]:
@@ -80,6 +81,13 @@ def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> in
         warnings = [warning for warning in warnings if warning.path in relevant]
     for item in sorted(warnings) + sorted(problems):
         io.say(item.render())
+    if args.annotate:
+        from imm_action.actions.runtime import annotation
+
+        for item in sorted(warnings):
+            io.say(annotation(item, "warning"))
+        for item in sorted(problems):
+            io.say(annotation(item))
     summary = (
         f"{plural(result.initiatives, 'initiative')}, {plural(result.intents, 'intent')} checked"
     )

@@ -9,14 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from imm_action.batches.repo import open_batch_repo
+from imm_action.actions.runtime import ActionsFiles, append_summary
+from imm_action.actions.summary import lane_summary
+from imm_action.batches.repo import BatchRepo, open_batch_repo
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
+from imm_action.integrate.refs import RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
+from imm_action.lanes.handoff import DeferredRefStore, handoff_path, publish_handoff
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
-from imm_action.model.state import ChildState
+from imm_action.model.state import BatchRunState, ChildState, Lane
 from imm_action.verify.checks import ResultCache, Verifier
 
 
@@ -29,12 +33,43 @@ class LaneArgs:
     executor: str | None
     log: Path | None
     environment: Mapping[str, str]
+    # "all" does everything in this process; on GitHub the lane job runs "fetch" (token), "work"
+    # (the executor; no token in the step) and "publish" (token) as separate steps.
+    phase: str = "all"
+    lane_setup: str | None = None
+    actions: ActionsFiles | None = None
 
 
 def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
-    batch_repo.refs.refresh()
-    stored = StateStore(batch_repo.refs).load(args.batch_id)
+    if args.phase == "all":
+        batch_repo.refs.refresh()
+        return _work(args, io, batch_repo, batch_repo.refs)
+    if not isinstance(batch_repo.refs, RemoteRefStore):
+        raise UsageError(f"--phase {args.phase} needs --remote (the refs live on a remote)")
+    handoff = handoff_path(_git_dir(batch_repo), args.batch_id, args.task_id)
+    if args.phase == "fetch":
+        batch_repo.refs.refresh()
+        _admitted_lane(args, batch_repo.refs)
+        io.warn(f"imm lane {args.task_id}: fetched batch {args.batch_id}")
+        return EXIT_OK
+    if args.phase == "work":
+        handoff.unlink(missing_ok=True)
+        return _work(args, io, batch_repo, DeferredRefStore(batch_repo.refs, handoff))
+    state, _ = _admitted_lane(args, batch_repo.refs)
+    commit = publish_handoff(
+        batch_repo.refs, handoff, state.initiative_slug, args.batch_id, args.task_id
+    )
+    io.warn(f"imm lane {args.task_id}: published outcome {commit}")
+    return EXIT_OK
+
+
+def _git_dir(batch_repo: BatchRepo) -> Path:
+    return Path(batch_repo.repo.git.output(["rev-parse", "--absolute-git-dir"]).strip())
+
+
+def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]:
+    stored = StateStore(refs).load(args.batch_id)
     if stored is None:
         raise UsageError(f"no batch {args.batch_id}")
     state = stored.state
@@ -43,6 +78,12 @@ def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
         raise UsageError(f"batch {args.batch_id} has no task {args.task_id}")
     if child.state is not ChildState.LANE_ADMITTED or child.lane is None:
         raise UsageError(f"task {args.task_id} is {child.state}, not lane_admitted")
+    return state, child.lane
+
+
+def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) -> int:
+    state, lane = _admitted_lane(args, refs)
+    child = next(c for c in state.children if c.task_id == args.task_id)
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor or set executor in .github/imm.yml")
@@ -51,11 +92,11 @@ def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
         batch_id=state.batch_id,
         task_id=child.task_id,
         slice_id=child.slice_id,
-        base_head=child.lane.base_head,
+        base_head=lane.base_head,
         attempt=child.attempts,
         qa_failure_limit=state.budget.qa_failure_limit,
         executor=executor,
-        lane_setup=batch_repo.config.lane_setup,
+        lane_setup=args.lane_setup or batch_repo.config.lane_setup,
         timeout_s=batch_repo.config.lane_timeout_minutes * 60.0,
         executor_env=tuple(batch_repo.config.executor_env),
     )
@@ -69,7 +110,7 @@ def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
     try:
         result = run_lane(
             spec,
-            batch_repo.refs,
+            refs,
             verifier,
             environment=args.environment,
             log=log,
@@ -79,6 +120,8 @@ def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
         if args.log:
             log.close()
     outcome = result.outcome
+    if args.actions is not None:
+        append_summary(args.actions, lane_summary(outcome))
     if outcome.state == "settled":
         io.warn(f"imm lane {args.task_id}: committed {outcome.lane_commit}")
         return EXIT_OK

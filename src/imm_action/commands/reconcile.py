@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from imm_action.actions.runtime import ActionsFiles, append_summary, pass_outputs, write_outputs
+from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
 from imm_action.carriers.source import InitiativeSource
@@ -26,6 +28,15 @@ class ReconcileArgs:
     remote: str | None
     format: str
     path_env: str
+    max_parallel: int | None = None  # overrides the config's for a new batch
+    actions: ActionsFiles | None = None  # on GitHub Actions: step outputs and job summary
+
+
+DEFAULT_TOKEN_NOTE = (
+    "_This batch runs with the workflow's default `GITHUB_TOKEN`: what it pushes starts no "
+    "workflow, so your CI does not run on the batch pull request. Pass a GitHub App token as "
+    "the action's `github-token` for that._"
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class GitHubReporting:
     repository_url: str
     workflow: str = "imm-batch.yml"
     ref: str = "main"
+    default_token: bool = False  # the workflow's GITHUB_TOKEN: say what it cannot do
 
 
 def run(
@@ -45,6 +57,9 @@ def run(
     github: GitHubReporting | None = None,
 ) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
+    if args.max_parallel is not None:
+        config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
+        batch_repo = replace(batch_repo, config=config)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(request, ports)
@@ -53,6 +68,11 @@ def run(
     stored = result.stored
     if github is not None:
         _report(github, batch_repo, stored, args)
+    if args.actions is not None and stored.report is not None:
+        timeout = batch_repo.config.lane_timeout_minutes
+        write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))
+        url = github.repository_url if github is not None else ""
+        append_summary(args.actions, pass_summary(stored.report, stored.state, url))
     print_report(stored, args.format, io, batch_repo.root)
     return exit_code_for(stored.state.batch_state)
 
@@ -66,14 +86,17 @@ def _report(
     branch = heads(state.branch)
     head = batch_repo.refs.read([branch])[branch] or state.base_head
     target = target_for(state, head, github.repository_url)
+    if github.default_token:
+        target = replace(target, footer=DEFAULT_TOKEN_NOTE)
     if batch_repo.config.close_integrated_issues and target.issue_number is not None:
         issues = batch_repo.initiatives.task_issues(state.initiative_slug)
         target = replace(target, close_integrated=True, task_issues=issues)
     publish_report(github.client, stored.report, state, target)
     if not args.admit and needs_continuation(state):
-        inputs = {
-            "initiative": state.initiative_slug,
-            "batch_id": state.batch_id,
-            "pass": "continue",
-        }
+        inputs = continuation_inputs(state.initiative_slug, state.batch_id)
         github.client.dispatch(github.workflow, github.ref, inputs)
+
+
+def continuation_inputs(slug: str, batch_id: str) -> dict[str, str]:
+    """What the next round's dispatch sends: the workflow must declare each input (else 422)."""
+    return {"initiative": slug, "batch_id": batch_id, "pass": "continue"}

@@ -135,7 +135,7 @@ class GitRunner:
         return self.run(args, input_text=input_text, env=env).stdout
 
     def _environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        base = {key: value for key, value in os.environ.items() if key in _INHERITED}
+        base = {key: value for key, value in os.environ.items() if _inherited(key)}
         base.update(
             GIT_TERMINAL_PROMPT="0",
             GIT_CONFIG_NOSYSTEM="1",
@@ -154,6 +154,15 @@ _INHERITED = frozenset(
         "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_EXEC_PATH", "SSH_AUTH_SOCK",
     }
 )  # fmt: skip
+
+
+# Config given to this process through the environment (SPEC §8: a token reaches git as an
+# `http.<server>/.extraheader` in GIT_CONFIG_* variables, never in argv or a repository's config).
+_CONFIG_ENV = re.compile(r"GIT_CONFIG_(COUNT|KEY_[0-9]+|VALUE_[0-9]+)")
+
+
+def _inherited(key: str) -> bool:
+    return key in _INHERITED or _CONFIG_ENV.fullmatch(key) is not None
 
 
 def classify(args: Sequence[str], exit_code: int, stderr: str) -> GitError:

@@ -35,6 +35,10 @@ class GitHubUnavailableError(ImmError):
     """GitHub kept failing past our retry budget; nothing half-done was left behind."""
 
 
+class PullRequestsRefusedError(ImmError):
+    """The repository does not let GitHub Actions create pull requests (a setting)."""
+
+
 class GitHubQueryError(ImmError):
     """GitHub refused a GraphQL query (invalid document, unknown repository or issue, no
     access): the request's fault, so exit 2 with GitHub's own words."""
@@ -287,6 +291,8 @@ class GitHubClient:
             except GithubException as error:
                 if error.status == 422 and "already exists" in str(error.data):
                     raise ConnectionError("created by a lost request; look again") from None
+                if error.status == 403 and "not permitted to create" in str(error.data):
+                    raise PullRequestsRefusedError(str(error.data)) from None
                 raise
 
         return self.call(f"update the pull request from {head}", ensure)

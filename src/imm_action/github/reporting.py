@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from imm_action.github.client import GitHubClient
+from imm_action.github.client import GitHubClient, PullRequestsRefusedError
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
 from imm_action.render import github_batch_markdown
@@ -48,6 +48,7 @@ class ReportTarget:
     repository_url: str
     close_integrated: bool = False
     task_issues: Mapping[str, int] | None = None  # task id -> its issue, when carried by GitHub
+    footer: str = ""  # a note below the report (e.g. what the default token cannot do)
 
 
 def publish_report(
@@ -56,7 +57,20 @@ def publish_report(
     """Comment, check run and pull request, each idempotent: a pass may publish any number of
     times and GitHub ends up with one of each, showing the newest report."""
     body = status_comment(report, state, target.repository_url)
+    if target.footer:
+        body += f"\n{target.footer}\n"
     slug = report.initiative_slug
+    if report.commits:
+        # First, so a refusal is said in the comment and the check run, not a failure.
+        try:
+            client.ensure_pull(state.branch, state.base_ref, f"imm: {slug}", body)
+        except PullRequestsRefusedError:
+            compare = f"{target.repository_url}/compare/{state.base_ref}...{state.branch}"
+            body += (
+                "\n_This repository does not allow GitHub Actions to create pull requests: "
+                f"open one from [`{state.branch}`]({compare}), or allow it in the repository's "
+                "Actions settings._\n"
+            )
     if target.issue_number is not None:
         client.upsert_comment(target.issue_number, status_marker(slug), body)
     client.report_check(
@@ -66,8 +80,6 @@ def publish_report(
         title=f"{report.batch_state}: {report.reason}"[:255],
         summary=body,
     )
-    if report.commits:
-        client.ensure_pull(state.branch, state.base_ref, f"imm: {slug}", body)
     if target.close_integrated and target.task_issues:
         for child in report.children:
             number = target.task_issues.get(child.task_id)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The action's one script: maps the inputs (environment variables set from `env:`, never `${{ }}`
+# in a script) to an `imm` command line. Inputs are only ever expanded as quoted words.
+set -euo pipefail
+
+imm="${IMM_BIN:?the install step did not run}"
+export GIT_TERMINAL_PROMPT=0  # act gives steps a TTY: a missing credential must fail, not ask
+command="${IMM_COMMAND:?}"
+
+# scheme://host/ of a URL: what an `http.<url>.*` setting is scoped to.
+url_base() {
+  printf '%s\n' "$1" | sed -E 's|^([a-z+]+://[^/]+/).*|\1|'
+}
+
+# The token reaches git as an HTTP header through GIT_CONFIG_* variables of this step only
+# (never argv, never the repository's config), and the API through GITHUB_TOKEN. One
+# Authorization mechanism at a time: the workflows check out with persist-credentials: false.
+with_token() {
+  local token="${IMM_TOKEN:-}"
+  if [ -z "$token" ]; then
+    echo "::error::imm $command needs a token (input github-token)"
+    exit 2
+  fi
+  local basic
+  basic="$(printf 'x-access-token:%s' "$token" | base64 -w0)"
+  echo "::add-mask::$token"
+  echo "::add-mask::$basic"
+  # The header is scoped to the server's URL as git will reach it (after any
+  # url.<base>.insteadOf rule of the runner, e.g. a mirror or a test host).
+  local server="${GITHUB_SERVER_URL:-https://github.com}" url
+  url="$(git ls-remote --get-url "${server%/}/${GITHUB_REPOSITORY:-x/y}")"
+  export GIT_CONFIG_COUNT=1
+  export GIT_CONFIG_KEY_0="http.$(url_base "$url").extraheader"
+  export GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $basic"
+  export GITHUB_TOKEN="$token"
+}
+
+if [ -n "${IMM_CONFIG:-}" ] && [ "$IMM_CONFIG" != ".github/imm.yml" ]; then
+  echo "::error::input config: imm reads .github/imm.yml only (got '$IMM_CONFIG')"
+  exit 2
+fi
+
+lane_args=(--batch-id "${IMM_BATCH_ID:-}" --task "${IMM_TASK_ID:-}" --remote origin)
+
+case "$command" in
+  admit | reconcile)
+    with_token
+    args=(reconcile "${IMM_INITIATIVE:?input initiative is required}" --remote origin --report)
+    if [ "$command" = admit ]; then args+=(--admit); fi
+    if [ -n "${IMM_BATCH_ID:-}" ]; then args+=(--batch-id "$IMM_BATCH_ID"); fi
+    if [ -n "${IMM_MAX_PARALLEL:-}" ]; then args+=(--max-parallel "$IMM_MAX_PARALLEL"); fi
+    exec "$imm" "${args[@]}"
+    ;;
+  lane-fetch)
+    with_token
+    exec "$imm" lane "${lane_args[@]}" --phase fetch
+    ;;
+  lane-work)
+    # No token exists in this step; drop anything that might still look like one.
+    unset GITHUB_TOKEN IMM_TOKEN ACTIONS_RUNTIME_TOKEN ACTIONS_ID_TOKEN_REQUEST_TOKEN
+    args=(lane "${lane_args[@]}" --phase work)
+    if [ -n "${IMM_EXECUTOR:-}" ]; then args+=(--executor "$IMM_EXECUTOR"); fi
+    if [ -n "${IMM_LANE_SETUP:-}" ]; then args+=(--lane-setup "$IMM_LANE_SETUP"); fi
+    echo "::group::imm lane ${IMM_TASK_ID:-}: executor and checks"
+    status=0
+    "$imm" "${args[@]}" || status=$?
+    echo "::endgroup::"
+    exit "$status"
+    ;;
+  lane-publish)
+    with_token
+    exec "$imm" lane "${lane_args[@]}" --phase publish
+    ;;
+  command)
+    with_token
+    exec "$imm" command --event "${GITHUB_EVENT_PATH:?}" --remote origin
+    ;;
+  check)
+    with_token
+    exec "$imm" check --base "${IMM_BASE_SHA:?set IMM_BASE_SHA to the base commit of the pull request}" --report
+    ;;
+  *)
+    echo "::error::unknown command '$command' (admit, lane, reconcile, command, check)"
+    exit 2
+    ;;
+esac

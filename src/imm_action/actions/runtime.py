@@ -1,0 +1,94 @@
+"""What a step tells the Actions runner: outputs, the job summary, workflow-command annotations.
+
+Formats: https://docs.github.com/en/actions/reference/workflows-and-actions/workflow-commands
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.errors import Problem
+from imm_action.model.state import BatchRunState, ChildState
+
+MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
+MAX_JOB_MINUTES = 360  # GitHub-hosted runners end a job after 6 h
+MAX_OUTPUTS_BYTES = 1024 * 1024  # GitHub: outputs are limited to 1 MB per job
+
+
+@dataclass(frozen=True)
+class ActionsFiles:
+    """The files the runner gave this step ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY)."""
+
+    output: Path | None
+    summary: Path | None
+
+
+def output_lines(values: Mapping[str, str]) -> str:
+    """`name<<DELIMITER` blocks: safe for any value, multi-line or not."""
+    blocks = []
+    for name, value in values.items():
+        delimiter = f"imm_{uuid.uuid4().hex}"
+        blocks.append(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    return "".join(blocks)
+
+
+def write_outputs(files: ActionsFiles, values: Mapping[str, str]) -> None:
+    if files.output is None:
+        return
+    text = output_lines(values)
+    if len(text.encode()) > MAX_OUTPUTS_BYTES:
+        raise ValueError(f"step outputs of {len(text.encode())} bytes exceed GitHub's 1 MB")
+    with files.output.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def append_summary(files: ActionsFiles, markdown: str) -> None:
+    if files.summary is None:
+        return
+    with files.summary.open("a", encoding="utf-8") as handle:
+        handle.write(markdown.rstrip("\n") + "\n\n")
+
+
+def lane_matrix(state: BatchRunState, admitted: Sequence[str]) -> dict[str, list[dict[str, str]]]:
+    """The matrix of the lanes this pass admitted: task and lane base, in admission order."""
+    children = {child.task_id: child for child in state.children}
+    include = []
+    for task_id in admitted[:MAX_MATRIX_JOBS]:
+        child = children[task_id]
+        if child.state is ChildState.LANE_ADMITTED and child.lane is not None:
+            include.append({"task": task_id, "base": child.lane.base_head})
+    return {"include": include}
+
+
+def pass_outputs(
+    state: BatchRunState, admitted: Sequence[str], lane_timeout_minutes: int
+) -> dict[str, str]:
+    matrix = lane_matrix(state, admitted)
+    return {
+        "batch-id": state.batch_id,
+        "batch-state": str(state.batch_state),
+        "matrix": json.dumps(matrix, separators=(",", ":")),
+        "has-lanes": "true" if matrix["include"] else "false",
+        "max-parallel": str(min(state.max_parallel, MAX_MATRIX_JOBS)),
+        "lane-timeout-minutes": str(min(lane_timeout_minutes, MAX_JOB_MINUTES)),
+    }
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(problem: Problem, level: str = "error") -> str:
+    """`::error file=P,line=N::message` — shown at the file and line in the run and the PR."""
+    where = f"file={_escape_property(problem.path)}"
+    if problem.line is not None:
+        where += f",line={problem.line}"
+    return f"::{level} {where}::{_escape_data(problem.message)}"

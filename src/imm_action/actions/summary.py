@@ -1,0 +1,51 @@
+"""Job summaries (`$GITHUB_STEP_SUMMARY`): what a plan, lane or integrate job did, with links."""
+
+from __future__ import annotations
+
+from imm_action.github.reporting import status_comment
+from imm_action.model.outcome import LaneOutcome
+from imm_action.model.report import BatchRunReport
+from imm_action.model.state import BatchRunState, GithubRunner
+
+OUTPUT_LINES = 40
+
+
+def pass_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
+    """The status comment's text (state, why, next, table, DAG coloured by state) and a link
+    to the workflow run of every lane in flight."""
+    body = status_comment(report, state, repository_url).split("\n", 1)[1]
+    links = []
+    for child in state.children:
+        runner = child.lane.runner if child.lane is not None else None
+        if child.state.in_flight and isinstance(runner, GithubRunner):
+            url = f"{repository_url}/actions/runs/{runner.run_id}"
+            links.append(f"- `{child.task_id}`: [imm lane {child.task_id}]({url})")
+    if links:
+        body += "\n### Lane jobs\n\n" + "\n".join(links) + "\n"
+    return body
+
+
+def lane_summary(outcome: LaneOutcome) -> str:
+    """A lane job's result: settled with its commit, or why it needs a person and the output
+    of each failing check."""
+    lines = [f"## imm lane `{outcome.task_id}`: {outcome.state}", ""]
+    if outcome.lane_commit:
+        lines.append(f"Lane commit `{outcome.lane_commit}`.")
+    if outcome.reason:
+        lines.append(f"**Why:** {outcome.reason}")
+    lines.append(f"QA failures: {outcome.qa_failures}.")
+    for finding in outcome.findings:
+        if finding.passed:
+            continue
+        how = "timed out" if finding.timed_out else f"exit {finding.exit_code}"
+        tail = "\n".join(finding.output_tail.splitlines()[-OUTPUT_LINES:]).replace("```", "'''")
+        lines += [
+            "",
+            f"<details><summary><code>{finding.check_id}</code> failed ({how})</summary>",
+            "",
+            "```",
+            tail,
+            "```",
+            "</details>",
+        ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,145 @@
+"""The files `imm init` owns parts of, and how a rerun updates them (ruamel.yaml round trip).
+
+A missing file is written from its template. An existing file keeps everything its owner wrote —
+comments, order, values, extra jobs and steps — except what imm owns in it:
+- the `uses:` of every step that runs the imm action (its reference is chosen by `--action`);
+- the inputs of `imm-batch.yml`'s `workflow_dispatch` and `workflow_call`, which must declare
+  everything imm sends in a dispatch (GitHub refuses a dispatch with an undeclared input: 422).
+`.github/imm.yml` is the user's entirely once it exists.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from imm_action.errors import InputError, Problem
+
+LOCAL_ACTION = "./"
+DEFAULT_ACTION = "imm-action/imm-action@v0"
+CONFIG_FILE = ".github/imm.yml"
+WORKFLOWS = ("imm-batch.yml", "imm-command.yml", "imm-check.yml")
+DISPATCHED = "imm-batch.yml"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    notes: tuple[str, ...]  # ("created",) or one line per owned part that changed
+    text: str  # the file's new content
+
+
+def template(name: str, action: str) -> str:
+    text = resources.files("imm_action.scaffold").joinpath("templates", name).read_text("utf-8")
+    return text.replace(f"uses: {LOCAL_ACTION}\n", f"uses: {action}\n")
+
+
+def default_action(repo: Path) -> str:
+    """`./` in a repository that holds the imm action itself (this project, or a vendored
+    copy), else the published action."""
+    manifest = repo / "action.yml"
+    if manifest.is_file() and manifest.read_text(encoding="utf-8").startswith("name: imm-action\n"):
+        return LOCAL_ACTION
+    return DEFAULT_ACTION
+
+
+def planned_files() -> list[tuple[str, str]]:
+    """(path in the repository, template name) of every file imm init owns parts of."""
+    return [(CONFIG_FILE, "imm.yml")] + [(f".github/workflows/{n}", n) for n in WORKFLOWS]
+
+
+def changes_for(repo: Path, action: str) -> list[FileChange]:
+    """What imm init would change in `repo`, file by file (nothing for an up-to-date repo)."""
+    found: list[FileChange] = []
+    for relative, name in planned_files():
+        wanted = template(name, action)
+        path = repo / relative
+        if not path.is_file():
+            found.append(FileChange(relative, ("created",), wanted))
+            continue
+        if name == "imm.yml":
+            continue
+        current = path.read_text(encoding="utf-8")
+        updated, notes = update_workflow(relative, current, wanted, action)
+        if notes:
+            found.append(FileChange(relative, tuple(notes), updated))
+    return found
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096
+    return yaml
+
+
+def update_workflow(relative: str, current: str, wanted: str, action: str) -> tuple[str, list[str]]:
+    """The file with imm's parts brought up to date, and a line per change made."""
+    from ruamel.yaml.error import YAMLError
+
+    yaml = _yaml()
+    try:
+        data = yaml.load(current)
+    except YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError([Problem(relative, line, f"is not valid YAML: {error}")]) from None
+    if not isinstance(data, dict):
+        raise InputError([Problem(relative, 1, "must be a workflow (a mapping)")])
+    template_data = yaml.load(wanted)
+    notes = _update_uses(data, action)
+    if relative.endswith(DISPATCHED):
+        notes += _update_inputs(data, template_data)
+    if not notes:
+        return current, []
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue(), notes
+
+
+def _is_imm_action(uses: object) -> bool:
+    if not isinstance(uses, str):
+        return False
+    return uses == LOCAL_ACTION or uses.split("@")[0].endswith("/imm-action")
+
+
+def _update_uses(data: Any, action: str) -> list[str]:
+    notes = []
+    jobs = data.get("jobs")
+    for job_name, job in (jobs or {}).items():
+        steps = job.get("steps") if isinstance(job, dict) else None
+        for index, step in enumerate(steps or []):
+            uses = step.get("uses") if isinstance(step, dict) else None
+            if _is_imm_action(uses) and uses != action:
+                step["uses"] = action
+                notes.append(f"jobs.{job_name}.steps[{index}].uses: {uses} -> {action}")
+    return notes
+
+
+def _triggers(data: Any) -> Any:
+    # YAML 1.1 readers turn a bare `on` key into True; ruamel keeps the string.
+    return data.get("on", data.get(True))
+
+
+def _update_inputs(data: Any, template_data: Any) -> list[str]:
+    notes = []
+    triggers, wanted = _triggers(data), _triggers(template_data)
+    if not isinstance(triggers, dict):
+        return []
+    for trigger in ("workflow_dispatch", "workflow_call"):
+        if trigger not in triggers:
+            continue
+        if triggers[trigger] is None:
+            triggers[trigger] = {}
+        inputs = triggers[trigger].setdefault("inputs", {})
+        for name, spec in wanted[trigger]["inputs"].items():
+            if name not in inputs:
+                inputs[name] = spec
+                notes.append(f"on.{trigger}.inputs.{name}: added (imm dispatches it)")
+    return notes

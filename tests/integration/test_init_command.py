@@ -1,0 +1,119 @@
+"""`imm init`: writes the config and workflows; a rerun keeps the user's comments, order and
+edits, updates only what imm owns, and says what it changed; `--check` is for CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import assert_golden, make_repo, run_cli
+
+ACTION = "imm-action/imm-action@v0"
+
+HAND_EDITED_CONFIG = """\
+# Our team's settings — keep this comment!
+max_parallel: 3   # two runners are always busy with releases
+
+executor: ./scripts/agent --fast   # wraps our agent CLI
+qa_failure_limit: 2
+barrier_files:
+  - poetry.lock   # lockfile: one lane at a time
+commands:
+  allowed_permission: maintain
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo", {"README.md": "hi\n"})
+
+
+def test_init_writes_the_config_and_the_three_workflows(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo))
+    assert code == 0
+    assert out.splitlines() == [
+        ".github/imm.yml: created",
+        ".github/workflows/imm-batch.yml: created",
+        ".github/workflows/imm-command.yml: created",
+        ".github/workflows/imm-check.yml: created",
+    ]
+    batch = (repo / ".github/workflows/imm-batch.yml").read_text(encoding="utf-8")
+    assert f"uses: {ACTION}\n" in batch
+    assert "uses: ./\n" not in batch
+
+
+def test_init_over_a_hand_edited_config_keeps_it_byte_for_byte(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = repo / ".github" / "imm.yml"
+    config.parent.mkdir()
+    config.write_text(HAND_EDITED_CONFIG, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo))
+    assert code == 0
+    assert ".github/imm.yml" not in out
+    assert config.read_text(encoding="utf-8") == HAND_EDITED_CONFIG
+
+
+def test_init_updates_only_what_it_owns_in_an_edited_workflow(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_cli(capsys, "init", "--repo", str(repo), "--action", "imm-action/imm-action@v0.1")
+    path = repo / ".github/workflows/imm-batch.yml"
+    edited = (
+        path.read_text(encoding="utf-8")
+        .replace("    runs-on: ubuntu-latest\n", "    runs-on: [self-hosted, big]  # ours\n", 1)
+        .replace(
+            "      pass:\n        description: Internal;",
+            "      legacy:\n        description: Internal;",
+            1,
+        )
+        .replace("name: imm-batch\n", "# Edited by the platform team.\nname: imm-batch\n")
+    )
+    path.write_text(edited, encoding="utf-8")
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo), "--action", ACTION)
+    assert code == 0
+    assert_golden("init/update_messages.txt", out)
+    assert_golden("init/imm-batch.updated.yml", path.read_text(encoding="utf-8"))
+
+
+def test_init_check_exits_0_on_an_up_to_date_repository(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_cli(capsys, "init", "--repo", str(repo))
+    code, out, err = run_cli(capsys, "init", "--repo", str(repo), "--check")
+    assert (code, out) == (0, "")
+    assert "up to date" in err
+
+
+def test_init_check_exits_1_and_writes_nothing_when_an_update_is_due(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_cli(capsys, "init", "--repo", str(repo), "--action", "imm-action/imm-action@v0.1")
+    before = (repo / ".github/workflows/imm-check.yml").read_text(encoding="utf-8")
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo), "--check", "--action", ACTION)
+    assert code == 1
+    assert ".github/workflows/imm-check.yml: jobs.check.steps[1].uses:" in out
+    assert (repo / ".github/workflows/imm-check.yml").read_text(encoding="utf-8") == before
+
+
+def test_a_rerun_changes_nothing_after_an_update(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_cli(capsys, "init", "--repo", str(repo), "--action", "imm-action/imm-action@v0.1")
+    run_cli(capsys, "init", "--repo", str(repo), "--action", ACTION)
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo), "--action", ACTION)
+    assert (code, out) == (0, "")
+
+
+def test_a_workflow_that_is_not_yaml_is_reported_with_its_line(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = repo / ".github/workflows/imm-check.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text("name: x\njobs: [unclosed\n", encoding="utf-8")
+    code, _, err = run_cli(capsys, "init", "--repo", str(repo))
+    assert code == 2
+    assert ".github/workflows/imm-check.yml:" in err

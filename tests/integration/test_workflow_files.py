@@ -1,0 +1,130 @@
+"""The shipped action and workflows: lint-clean, least privilege, no expression in a script,
+and identical to what `imm init` writes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("imm-*.yml"))
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(BIN)) or shutil.which(name)
+    assert found, f"{name} is missing: pip install -e '.[test]'"
+    return found
+
+
+def _load(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+
+
+def _run_scripts(document: Any) -> list[str]:
+    found: list[str] = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            if key == "run" and isinstance(value, str):
+                found.append(value)
+            else:
+                found.extend(_run_scripts(value))
+    elif isinstance(document, list):
+        for item in document:
+            found.extend(_run_scripts(item))
+    return found
+
+
+def test_actionlint_finds_nothing_in_the_workflows_and_the_action_they_use() -> None:
+    done = subprocess.run(
+        [_tool("actionlint"), "-no-color"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("schema", "files"),
+    [
+        ("vendor.github-actions", [ROOT / "action.yml"]),
+        ("vendor.github-workflows", WORKFLOWS),
+    ],
+)
+def test_files_validate_against_the_published_schema(schema: str, files: list[Path]) -> None:
+    done = subprocess.run(
+        [_tool("check-jsonschema"), "--builtin-schema", schema, *map(str, files)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("path", [ROOT / "action.yml", *WORKFLOWS], ids=lambda p: p.name)
+def test_no_script_expands_an_event_field_or_an_input(path: Path) -> None:
+    untrusted = re.compile(r"\$\{\{[^}]*\b(github\.event|inputs)\.")
+    for script in _run_scripts(_load(path)):
+        assert not untrusted.search(script), f"{path.name}: {script}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_job_asks_for_its_own_permissions_and_the_workflow_for_none(path: Path) -> None:
+    workflow = _load(path)
+    assert workflow["permissions"] == {}
+    for name, job in workflow["jobs"].items():
+        assert "permissions" in job, f"{path.name}: job {name} has no permissions"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    scopes = [line for line in lines if re.match(r"\s+[a-z-]+: (read|write)\b", line)]
+    assert scopes
+    assert all("#" in line for line in scopes), "each permission says why"
+
+
+def test_the_lane_job_checks_out_without_credentials_and_carries_the_task_in_its_name() -> None:
+    lane = _load(ROOT / ".github" / "workflows" / "imm-batch.yml")["jobs"]["lane"]
+    assert "matrix.task" in lane["name"]
+    assert lane["if"] == "needs.plan.outputs.has-lanes == 'true'"
+    assert lane["strategy"]["fail-fast"] is False
+    checkout = lane["steps"][0]
+    assert checkout["uses"] == "actions/checkout@v5"
+    assert checkout["with"]["persist-credentials"] is False
+
+
+def test_the_step_running_the_executor_is_given_no_token() -> None:
+    steps = _load(ROOT / "action.yml")["runs"]["steps"]
+    work = next(step for step in steps if step.get("env", {}).get("IMM_COMMAND") == "lane-work")
+    assert not [key for key, value in work["env"].items() if "token" in (key + value).lower()]
+    publish = next(s for s in steps if s.get("env", {}).get("IMM_COMMAND") == "lane-publish")
+    assert steps.index(publish) > steps.index(work)
+    assert publish["if"].startswith("always()")
+
+
+def test_the_dispatched_workflow_declares_every_input_imm_sends() -> None:
+    from imm_action.commands.reconcile import continuation_inputs
+
+    workflow = _load(ROOT / ".github" / "workflows" / "imm-batch.yml")
+    declared = set(workflow["on"]["workflow_dispatch"]["inputs"])
+    assert set(continuation_inputs("slug", "batch-slug-1")) <= declared
+    assert {"initiative", "max_parallel"} <= declared  # what /imm run sends
+
+
+def test_the_shipped_workflows_are_what_imm_init_writes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.conftest import run_cli
+
+    code, out, _ = run_cli(capsys, "init", "--repo", str(ROOT), "--check")
+    assert (code, out) == (0, "")
+
+
+@pytest.mark.parametrize(
+    "script",
+    sorted((ROOT / "action").glob("*.sh")) + sorted((ROOT / "tests/e2e/stand_ins").rglob("*.sh")),
+    ids=lambda p: p.name,
+)
+def test_the_action_scripts_parse(script: Path) -> None:
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
