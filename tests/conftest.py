@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.git_http_remote import GitHttpRemote
+
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_CONFIG_NOSYSTEM": "1",
@@ -48,6 +50,13 @@ def rest_calls_are_documented() -> Iterator[None]:
         {problem for c in calls for problem in request_problems(c.method, c.path, c.query, c.body)}
     )
     assert not problems, "undocumented GitHub calls:\n" + "\n".join(problems)
+
+
+@pytest.fixture
+def git_http_remote(tmp_path: Path) -> Iterator[GitHttpRemote]:
+    """A smart-HTTP git host on 127.0.0.1 wanting the token `s3cret` (see git_http_remote.py)."""
+    with GitHttpRemote(tmp_path / "git-host", token="s3cret") as host:
+        yield host
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

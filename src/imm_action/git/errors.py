@@ -1,19 +1,35 @@
-"""Typed git failures: callers decide on retry/abort by type, never by parsing stderr."""
+"""Typed git failures: callers decide on retry/abort by type, never by parsing stderr.
+
+Only `GitAuthFailure` is a failure a person fixes (a wrong or expired token): it is an `ImmError`
+that exits 2 with one line. Every other `GitError` that reaches the top is unexpected (exit 3,
+traceback in the log file); `GitRetriable` is retried by the runner before it gets there.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+
+from imm_action.errors import EXIT_INVALID_INPUT, ImmError
+
+# `scheme://user:secret@host` → `scheme://host`: a URL in a message never carries a credential.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s']+@")
+
+
+def redact(text: str) -> str:
+    return _USERINFO.sub(r"\g<scheme>", text)
 
 
 class GitError(Exception):
-    """A git command failed; carries what ran (with secrets redacted), its exit code and stderr."""
+    """A git command failed; carries what ran (secrets redacted), git's exit code (`None`: timed
+    out) and its stderr."""
 
-    def __init__(self, command: Sequence[str], exit_code: int | None, stderr: str) -> None:
-        self.command = tuple(command)
-        self.exit_code = exit_code
-        self.stderr = stderr
-        detail = stderr.strip().splitlines()[-1] if stderr.strip() else "no message"
-        code = "timed out" if exit_code is None else f"exit {exit_code}"
+    def __init__(self, command: Sequence[str], returncode: int | None, stderr: str) -> None:
+        self.command = tuple(redact(arg) for arg in command)
+        self.returncode = returncode
+        self.stderr = redact(stderr)
+        detail = self.stderr.strip().splitlines()[-1] if self.stderr.strip() else "no message"
+        code = "timed out" if returncode is None else f"exit {returncode}"
         super().__init__(f"git {' '.join(self.command)} failed ({code}): {detail}")
 
 
@@ -22,12 +38,39 @@ class GitConflict(GitError):
 
 
 class GitRetriable(GitError):
-    """A passing failure (timeout, network, lock contention): the same call may succeed later."""
-
-
-class GitAuthFailure(GitError):
-    """The remote refused our credentials."""
+    """A passing failure (network, a server's 5xx, lock contention, a remote call timing out):
+    git did not do the operation, and the same call may succeed later."""
 
 
 class GitFatal(GitError):
     """Anything else: a bug, a corrupt repository, a missing object."""
+
+
+class GitAuthFailure(GitError, ImmError):
+    """The remote refused our credentials (or asked for some we did not give)."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+    def __init__(
+        self, command: Sequence[str], returncode: int | None, stderr: str, remote: str | None
+    ) -> None:
+        super().__init__(command, returncode, stderr)
+        self.remote = remote
+        url = _failing_url(self.stderr)
+        where = " ".join(part for part in (remote, f"({url})" if url else None) if part)
+        self.message = (
+            f"git could not authenticate to the remote {where or '(unknown)'}: check the token "
+            "(GITHUB_TOKEN or the credentials in the repository's git config)"
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# git names the URL it failed on in quotes: "Authentication failed for 'URL'", "for 'URL': ...".
+_QUOTED_URL = re.compile(r"'(?P<url>[a-zA-Z][a-zA-Z0-9+.-]*://[^'\s]+)'")
+
+
+def _failing_url(stderr: str) -> str | None:
+    found = _QUOTED_URL.search(stderr)
+    return found.group("url") if found else None

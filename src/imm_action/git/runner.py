@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +32,49 @@ _SAFE_CONFIG = (
     "-c", "core.quotePath=false",
 )  # fmt: skip
 
-# stderr patterns, checked in order, that tell which kind of failure a git call had.
-_CLASSIFIERS: tuple[tuple[re.Pattern[str], type[GitError]], ...] = (
-    (re.compile(r"Authentication failed|could not read Username|403 Forbidden|401"),
-     GitAuthFailure),
-    (re.compile(r"stale info|cannot lock ref|reference already exists|is at [0-9a-f]+ but expected"
-                r"|non-fast-forward|fetch first|failed to update ref|\[rejected\]"), GitConflict),
-    (re.compile(r"Could not resolve host|Connection (reset|refused|timed out)|early EOF"
-                r"|the remote end hung up|Unable to create .*\.lock|index\.lock"), GitRetriable),
+# Which kind of failure a git call had, read from git's own messages (git 2.39+: `die()` lines
+# start with "fatal: " and exit 128; curl's reason follows "unable to access '<url>': "; what a
+# server prints comes through as "remote: "). Patterns are anchored to those lines, so a ref,
+# path or object name that happens to contain "401" or "rejected" is never read as one.
+_AUTH = re.compile(
+    r"^fatal: Authentication failed for '"
+    r"|^fatal: could not read (Username|Password) for '"  # with GIT_TERMINAL_PROMPT=0
+    r"|^fatal: unable to access '[^']*': The requested URL returned error: 40[13]\s*$"
+    r"|^remote: (Invalid username or password|Permission to \S+ denied to )"
+    r"|^\S+: Permission denied \(publickey",  # ssh
+    re.MULTILINE,
 )  # fmt: skip
+_CONFLICT = re.compile(
+    r"^(fatal|error): cannot lock ref '"  # update-ref: "is at X but expected Y", "already exists"
+    r"|\[(remote )?rejected\]",  # push; '[' cannot occur in a ref name
+    re.MULTILINE,
+)  # fmt: skip
+_TRANSIENT = re.compile(
+    r"^fatal: unable to access '[^']*': (Could not resolve (host|proxy)|Failed to connect to"
+    r"|Connection (refused|reset|timed out)|Operation timed out|Recv failure|Send failure"
+    r"|Empty reply from server|The requested URL returned error: (5\d\d|429)"
+    r"|OpenSSL SSL_|GnuTLS|SSL_ERROR|HTTP/2 stream)"
+    r"|^error: RPC failed"
+    r"|^fatal: [Tt]he remote end hung up unexpectedly"
+    r"|^fatal: early EOF"
+    r"|^ssh: Could not resolve hostname"
+    r"|^(kex_exchange_identification: )?Connection (closed|reset) by"
+    r"|^fatal: Unable to create '[^']*\.lock': File exists",  # another git holds the lock
+    re.MULTILINE,
+)  # fmt: skip
+# Commands that talk to a remote: their remote is named in an auth failure, and a timeout is a
+# passing failure (the network), not a hang of ours.
+_REMOTE_COMMANDS = frozenset({"fetch", "push", "ls-remote", "pull", "clone"})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a passing failure (`GitRetriable`) is tried again: exponential backoff with
+    jitter, bounded by attempts."""
+
+    attempts: int = 4
+    first_wait_s: float = 0.5
+    max_wait_s: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -59,10 +93,12 @@ class GitRunner:
         *,
         env: Mapping[str, str] | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy = RetryPolicy(),
     ) -> None:
         self.repo = repo
         self._env = dict(env or {})
         self._timeout_s = timeout_s
+        self._retry = retry
 
     def run(
         self,
@@ -73,7 +109,27 @@ class GitRunner:
         env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
     ) -> GitResult:
-        """Run `git <args>`; an exit code outside `ok_codes` raises the matching GitError."""
+        """Run `git <args>`; an exit code outside `ok_codes` raises the matching GitError.
+
+        A passing failure (network, a server's 5xx, lock contention) is tried again as the retry
+        policy says, each retry logged; the last one raises `GitRetriable`."""
+
+        def attempt() -> GitResult:
+            return self._run_once(args, input_text, ok_codes, env, timeout_s)
+
+        try:
+            return attempt()
+        except GitRetriable as first:
+            return _retried(attempt, first, self._retry)
+
+    def _run_once(
+        self,
+        args: Sequence[str],
+        input_text: str | None,
+        ok_codes: tuple[int, ...],
+        env: Mapping[str, str] | None,
+        timeout_s: float | None,
+    ) -> GitResult:
         argv = ["git", *_SAFE_CONFIG, *args]
         try:
             done = subprocess.run(
@@ -89,7 +145,8 @@ class GitRunner:
                 check=False,
             )
         except subprocess.TimeoutExpired as expired:
-            raise GitRetriable(args, None, _text(expired.stderr)) from None
+            kind = GitRetriable if _remote_command(args) else GitFatal
+            raise kind(args, None, _text(expired.stderr)) from None
         except FileNotFoundError as missing:
             raise GitFatal(args, None, f"cannot run git: {missing}") from None
         if done.returncode not in ok_codes:
@@ -165,11 +222,72 @@ def _inherited(key: str) -> bool:
     return key in _INHERITED or _CONFIG_ENV.fullmatch(key) is not None
 
 
-def classify(args: Sequence[str], exit_code: int, stderr: str) -> GitError:
-    for pattern, kind in _CLASSIFIERS:
-        if pattern.search(stderr):
-            return kind(args, exit_code, stderr)
-    return GitFatal(args, exit_code, stderr)
+def classify(args: Sequence[str], returncode: int, stderr: str) -> GitError:
+    """The typed error of a git call that failed with `returncode` and printed `stderr`."""
+    if returncode == 128 and _AUTH.search(stderr):
+        return GitAuthFailure(args, returncode, stderr, _remote_of(args))
+    if _CONFLICT.search(stderr):
+        return GitConflict(args, returncode, stderr)
+    if _TRANSIENT.search(stderr):
+        return GitRetriable(args, returncode, stderr)
+    return GitFatal(args, returncode, stderr)
+
+
+def _remote_command(args: Sequence[str]) -> bool:
+    return next((arg for arg in args if not arg.startswith("-")), None) in _REMOTE_COMMANDS
+
+
+def _remote_of(args: Sequence[str]) -> str | None:
+    """The remote a fetch/push/ls-remote names: its first argument that is not an option."""
+    words = [arg for arg in args if not arg.startswith("-")]
+    if len(words) < 2 or words[0] not in _REMOTE_COMMANDS:
+        return None
+    return words[1]
+
+
+def _retried(
+    attempt: Callable[[], GitResult], first: GitRetriable, policy: RetryPolicy
+) -> GitResult:
+    """Try `attempt` again after a passing failure, logging each retry; tenacity and logging are
+    imported only here, on the failure path, so a command's start stays fast (ADR 0003)."""
+    import logging
+
+    from tenacity import (
+        RetryCallState,
+        Retrying,
+        retry_if_exception_type,
+        stop_after_attempt,
+        wait_exponential,
+        wait_random,
+    )
+
+    log = logging.getLogger("imm_action.git")
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        log.warning(
+            "%s; trying again in %.1f s (attempt %d of %d)",
+            error, wait, state.attempt_number + 1, policy.attempts,
+        )  # fmt: skip
+
+    replay: list[GitRetriable] = [first]
+
+    def again() -> GitResult:
+        # The failure that brought us here is attempt 1: tenacity waits and logs it like the rest.
+        if replay:
+            raise replay.pop()
+        return attempt()
+
+    retrying = Retrying(
+        stop=stop_after_attempt(max(policy.attempts, 1)),
+        wait=wait_exponential(multiplier=policy.first_wait_s, max=policy.max_wait_s)
+        + wait_random(0, policy.first_wait_s),
+        retry=retry_if_exception_type(GitRetriable),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    return retrying(again)
 
 
 def _text(value: bytes | str | None) -> str:
