@@ -71,7 +71,7 @@ def one_pass(fake: FakeGitHub, root: Path) -> tuple[int, int]:
     )
     before = len(fake.requests)
     sink = io.StringIO()
-    reconcile.run(args, CommandIO(sink, sink), initiatives, reporting)
+    reconcile.run(args, reconcile.ReconcilePorts(CommandIO(sink, sink), initiatives, reporting))
     made = fake.requests[before:]
     reads = sum(1 for request in made if request.path == "/graphql")
     return len(made), reads

@@ -20,10 +20,10 @@ from imm_action.console import CommandIO
 
 if TYPE_CHECKING:
     from imm_action.actions.runtime import ActionsFiles
-    from imm_action.batches.decisions import DecisionArgs
     from imm_action.carriers.source import InitiativeSource
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.github.client import GitHubClient
+    from imm_action.ports import Ports
 from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INVALID_INPUT, UsageError
 from imm_action.exits import run_guarded
 from imm_action.model.common import is_identifier
@@ -97,7 +97,16 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
     initiatives = _initiatives(Path(ns.repo))
     slug = initiatives.slug_of(ns.slug)  # an `initiative` input may name the issue: `#123`
     args = plan.PlanArgs(slug, Path(ns.repo), ns.format, ns.max_parallel)
-    return plan.run(args, io, initiatives)
+    from imm_action.ports import Ports
+
+    return plan.run(args, Ports(io, initiatives))
+
+
+def _ports(ns: argparse.Namespace, io: CommandIO) -> Ports:
+    """What most commands work through: the streams and the initiatives of `--repo`."""
+    from imm_action.ports import Ports
+
+    return Ports(io, _initiatives(Path(ns.repo)))
 
 
 def _initiatives(repo: Path, client: GitHubClient | None = None) -> InitiativeSource:
@@ -128,7 +137,7 @@ def _check(ns: argparse.Namespace, io: CommandIO) -> int:
             raise UsageError("imm check --report needs the commit to report on (GITHUB_SHA)")
         report = check.CheckReport(client, head)
     args = check.CheckArgs(Path(ns.repo), ns.base, annotate=_actions_files() is not None)
-    return check.run(args, io, report)
+    return check.run(args, check.CheckPorts(io, report))
 
 
 def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -197,14 +206,14 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         max_parallel=ns.max_parallel,
         actions=_actions_files(),
     )
-    return reconcile.run(args, io, initiatives, reporting)
+    return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting))
 
 
 def _status(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import status
 
     args = status.StatusArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, ns.format)
-    return status.run(args, io, _initiatives(Path(ns.repo)))
+    return status.run(args, _ports(ns, io))
 
 
 def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -215,7 +224,7 @@ def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
         Path(ns.log) if ns.log else None, dict(os.environ),
         phase=ns.phase, lane_setup=ns.lane_setup, actions=_actions_files(),
     )  # fmt: skip
-    return lane.run(args, io, _initiatives(Path(ns.repo)))
+    return lane.run(args, _ports(ns, io))
 
 
 def _init(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -230,25 +239,24 @@ def _run(ns: argparse.Namespace, io: CommandIO) -> int:
     args = run.RunArgs(
         ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json, dict(os.environ)
     )
-    return run.run(args, io, _initiatives(Path(ns.repo)))
+    return run.run(args, _ports(ns, io))
 
 
 def _retry(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import retry
 
-    return retry.run(_decision_args(ns), ns.task_id, io, _initiatives(Path(ns.repo)))
+    args = retry.RetryArgs(
+        ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""), ns.task_id
+    )
+    return retry.run(args, _ports(ns, io))
 
 
 def _cancel(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.batches.decisions import DecisionArgs
     from imm_action.commands import cancel
 
-    return cancel.run(_decision_args(ns), io, _initiatives(Path(ns.repo)))
-
-
-def _decision_args(ns: argparse.Namespace) -> DecisionArgs:
-    from imm_action.batches.decisions import DecisionArgs
-
-    return DecisionArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""))
+    args = DecisionArgs(ns.slug, Path(ns.repo), ns.batch_id, ns.remote, os.environ.get("PATH", ""))
+    return cancel.run(args, _ports(ns, io))
 
 
 def _command(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -262,22 +270,19 @@ def _command(ns: argparse.Namespace, io: CommandIO) -> int:
     args = command.CommandArgs(Path(ns.event), config.commands.allowed_permission)
     path_env = os.environ.get("PATH", "")
     initiatives = _initiatives(repo, client)
-    return command.run(
-        args, io, client, lambda: RepoBatchOperations(repo, ns.remote, path_env, initiatives)
+    ports = command.CommandPorts(
+        io, client, lambda: RepoBatchOperations(repo, ns.remote, path_env, initiatives)
     )
+    return command.run(args, ports)
 
 
 def _demo(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.carriers.source import Initiatives, NoIssueSource
     from imm_action.commands import demo
 
-    directory = Path(ns.dir) if ns.dir else None
-    from imm_action.carriers.source import Initiatives, NoIssueSource
-
+    args = demo.DemoArgs(Path(ns.dir) if ns.dir else None, dict(os.environ))
     # The demo repository is local by construction: its initiative is a file.
-    args = demo.DemoArgs(
-        directory, dict(os.environ), lambda root: Initiatives(root, NoIssueSource())
-    )
-    return demo.run(args, io)
+    return demo.run(args, demo.DemoPorts(io, lambda root: Initiatives(root, NoIssueSource())))
 
 
 def _options() -> dict[str, _Parser]:

@@ -25,10 +25,11 @@ from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, is_work_tree
 from imm_action.git.repo import GitRepo
 from imm_action.model.config import CONFIG_PATH, RepoConfig
+from imm_action.model.intent import ValidIntent
 from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import located_messages
 from imm_action.plan.dag import CycleError
-from imm_action.plan.project import PlanInputError, PlanOptions, ValidIntent, build_plan
+from imm_action.plan.project import PlanInputError, PlanOptions, build_plan
 
 PLANS_DIR = "docs/plans"
 INITIATIVES_DIR = "docs/initiatives"
@@ -263,7 +264,7 @@ def plan_initiative(
     config: RepoConfig,
     *,
     max_parallel: int | None = None,
-    settled: Mapping[str, str] | None = None,
+    integrated_before: Mapping[str, str] | None = None,
     initiatives: InitiativeSource,
     issue: int | None = None,
     commit: str | None = None,
@@ -277,7 +278,7 @@ def plan_initiative(
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,
         qa_failure_limit=config.qa_failure_limit,
-        settled=settled or {},
+        integrated_before=integrated_before or {},
     )
     readings = {task_id: file.reading for task_id, file in intents.items()}
     try:

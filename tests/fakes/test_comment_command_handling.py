@@ -53,9 +53,8 @@ def _handle(fake: FakeGitHub, event: Path, project: Path | None = None) -> int:
     issues = GitHubSource(client, REPO, str(fake.repo(REPO).id))
     ops = RepoBatchOperations(where, None, "/usr/bin:/bin", Initiatives(where, issues))
     sink = io.StringIO()
-    return command.run(
-        command.CommandArgs(event, "write"), CommandIO(sink, sink), client, lambda: ops
-    )
+    ports = command.CommandPorts(CommandIO(sink, sink), client, lambda: ops)
+    return command.run(command.CommandArgs(event, "write"), ports)
 
 
 def _replies(fake: FakeGitHub) -> list[str]:

@@ -50,7 +50,7 @@ def _pass(fake: FakeGitHub, repo: Path, admit: bool = True) -> int:
     args = reconcile.ReconcileArgs("big", repo, None, admit, None, "text", os.environ["PATH"])
     sink = io.StringIO()
     before = len(fake.requests)
-    reconcile.run(args, CommandIO(sink, sink), initiatives, reporting)
+    reconcile.run(args, reconcile.ReconcilePorts(CommandIO(sink, sink), initiatives, reporting))
     return len(fake.requests) - before
 
 

@@ -16,6 +16,7 @@ from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.commands import run as run_command
 from imm_action.console import CommandIO
 from imm_action.github.reporting import status_comment
+from imm_action.ports import Ports
 from tests.batch_helpers import current, make_project
 from tests.conftest import descriptor, run_cli
 from tests.integration.test_local_run import EXECUTOR
@@ -45,7 +46,8 @@ def behave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-
 def _run_live(repo: Path) -> tuple[int, str, str]:
     out, screen = io.StringIO(), Terminal()
     args = run_command.RunArgs("init", repo, None, EXECUTOR, None, False, dict(os.environ))
-    code = run_command.run(args, CommandIO(out, screen), Initiatives(repo, NoIssueSource()))
+    ports = Ports(CommandIO(out, screen), Initiatives(repo, NoIssueSource()))
+    code = run_command.run(args, ports)
     return code, out.getvalue(), screen.getvalue()
 
 

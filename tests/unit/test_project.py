@@ -8,18 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from imm_action.model.initiative import InitiativeTask, LocalCarrier
-from imm_action.model.intent import TaskIntent
+from imm_action.model.initiative import Initiative, InitiativeTask, LocalCarrier
+from imm_action.model.intent import IntentReading, InvalidIntent, TaskIntent, ValidIntent
 from imm_action.plan.dag import transitive_dependents
-from imm_action.plan.project import (
-    Initiative,
-    IntentReading,
-    InvalidIntent,
-    PlanInputError,
-    PlanOptions,
-    ValidIntent,
-    build_plan,
-)
+from imm_action.plan.project import PlanInputError, PlanOptions, build_plan
 from tests.conftest import intent
 from tests.unit.strategies import dags
 
@@ -110,9 +102,9 @@ def test_reasons_name_the_classification() -> None:
     }
 
 
-def test_a_task_settled_by_an_earlier_batch_unblocks_its_dependents() -> None:
+def test_a_task_integrated_by_an_earlier_batch_unblocks_its_dependents() -> None:
     graph = {"a": [], "b": ["a"]}
-    options = PlanOptions(max_parallel=2, settled={"a": "batch-init-1"})
+    options = PlanOptions(max_parallel=2, integrated_before={"a": "batch-init-1"})
     plan = build_plan(_initiative(graph), _readings(graph, {}), options)
     assert [(c.task_id, c.status) for c in plan.children] == [
         ("a", "already_settled"),

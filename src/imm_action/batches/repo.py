@@ -89,7 +89,7 @@ def pass_request(
         batch_repo.root,
         slug,
         batch_repo.config,
-        settled=settled_tasks(store, slug),
+        integrated_before=integrated_before(store, slug),
         initiatives=batch_repo.initiatives,
         issue=recorded_issue(store, slug),
         commit=base_head,  # the commit the batch starts from, never the working tree
@@ -118,16 +118,16 @@ def recorded_issue(store: StateStore, slug: str) -> int | None:
     return batches[-1].state.carrier.issue if batches else None
 
 
-def settled_tasks(store: StateStore, slug: str) -> dict[str, str]:
+def integrated_before(store: StateStore, slug: str) -> dict[str, str]:
     """Tasks integrated by completed batches of `slug` (task id -> batch id): a new batch
     classifies them `already_settled` instead of doing them again."""
-    settled: dict[str, str] = {}
+    integrated: dict[str, str] = {}
     for batch in store.batches_of(slug):
         if batch.state.batch_state is BatchState.COMPLETED:
-            settled.update(
+            integrated.update(
                 (c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done
             )
-    return settled
+    return integrated
 
 
 def _unstarted_local_lane(task_id: str) -> Runner:

@@ -11,9 +11,15 @@ from pydantic import ValidationError
 
 from imm_action.carriers.committed import PLANS, UNCOMMITTED_NOTE, CommittedInputs
 from imm_action.errors import Problem
-from imm_action.model.intent import MAX_INTENT_BYTES, TaskIntent
+from imm_action.model.intent import (
+    MAX_INTENT_BYTES,
+    IntentReading,
+    InvalidIntent,
+    TaskIntent,
+    ValidIntent,
+    intent_path,
+)
 from imm_action.model.validation import json_path, located_messages
-from imm_action.plan.project import IntentReading, InvalidIntent, ValidIntent, intent_path
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 from imm_action.errors import InputError, Problem
 from imm_action.model.common import is_identifier
-from imm_action.model.initiative import Carrier, InitiativeTask
+from imm_action.model.initiative import Carrier, Initiative, InitiativeTask
 from imm_action.plan.dag import CycleError, kahn_order
-from imm_action.plan.project import Initiative
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from imm_action.batches.decisions import DecisionArgs, apply_decision
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
 from imm_action.integrate import transitions
+from imm_action.ports import Ports
 
 
-def run(args: DecisionArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
-    return apply_decision(args, transitions.cancel, io, initiatives)
+def run(args: DecisionArgs, ports: Ports) -> int:
+    return apply_decision(args, transitions.cancel, ports.io, ports.initiatives)

@@ -15,7 +15,7 @@ from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem, 
 from imm_action.git import changed_paths
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
-from imm_action.plan.project import intent_path
+from imm_action.model.intent import intent_path
 from imm_action.text import plural
 
 if TYPE_CHECKING:
@@ -39,7 +39,10 @@ class CheckArgs:
 
 
 @dataclass(frozen=True)
-class CheckResult:
+class Validation:
+    """What `imm check` found in the repository's input files. (In this code base "check" alone
+    is a verification descriptor run on a tree — `verify/checks.py`; the command validates.)"""
+
     problems: list[Problem]
     warnings: list[Problem]
     initiatives: int
@@ -66,14 +69,21 @@ def check_annotations(problems: list[Problem], warnings: list[Problem]) -> list[
     ]  # fmt: skip
 
 
-def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> int:
+@dataclass(frozen=True)
+class CheckPorts:
+    io: CommandIO
+    report: CheckReport | None = None  # --report: where the check run goes
+
+
+def run(args: CheckArgs, ports: CheckPorts) -> int:
+    io, report = ports.io, ports.report
     repo = open_repo(args.repo)
     if args.base is not None and GitRepo(repo).resolve(args.base) is None:
         raise UsageError(f"--base {args.base}: no such commit or branch")
     note = uncommitted_note(repo)
     if note is not None:
         io.warn(note)
-    result = check_repository(repo)
+    result = validate_repository(repo)
     problems, warnings = result.problems, result.warnings
     if args.base is not None:
         relevant = _relevant_paths(repo, args.base, result.parsed)
@@ -107,7 +117,8 @@ def run(args: CheckArgs, io: CommandIO, report: CheckReport | None = None) -> in
     return EXIT_OK
 
 
-def check_repository(repo: Path) -> CheckResult:
+def validate_repository(repo: Path) -> Validation:
+    """Every initiative, intent and the config, each problem with its file and line."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
     try:
@@ -133,7 +144,7 @@ def check_repository(repo: Path) -> CheckResult:
         parsed.append(located)
         problems.extend(_missing_intents(located, set(intent_files)))
     intents = len(intent_files) + len(misnamed)
-    return CheckResult(problems, warnings, len(slugs), intents, tuple(parsed))
+    return Validation(problems, warnings, len(slugs), intents, tuple(parsed))
 
 
 def _intent_files(inputs: CommittedInputs) -> tuple[list[str], list[str]]:

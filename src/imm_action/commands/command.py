@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, assert_never
 
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, allows
@@ -38,12 +38,15 @@ def reply_marker(comment_id: int) -> str:
     return f"<!-- imm-reply:{comment_id} -->"
 
 
-def run(
-    args: CommandArgs,
-    io: CommandIO,
-    client: GitHubClient,
-    operations: Callable[[], BatchOperations],
-) -> int:
+@dataclass(frozen=True)
+class CommandPorts:
+    io: CommandIO
+    client: GitHubClient
+    operations: Callable[[], BatchOperations]  # built only when a command touches a batch
+
+
+def run(args: CommandArgs, ports: CommandPorts) -> int:
+    io, client, operations = ports.io, ports.client, ports.operations
     event = read_event(args.event)
     if event.action != "created":
         return 0
@@ -97,10 +100,13 @@ def _answer(
         case "plan":
             return operations().plan(slug, event.issue.number)
         case "retry":
-            assert item.task_id is not None
+            if item.task_id is None:  # parse_comment gives every retry its task id
+                return "I did not run `retry`: `retry` takes one task id."
             return operations().retry(slug, item.task_id)
         case "cancel":
             return operations().cancel(slug)
+        case _:
+            assert_never(item.verb)
 
 
 def _quote(line: str) -> str:

@@ -18,6 +18,7 @@ from imm_action.errors import UsageError
 from imm_action.integrate.refs import lane_outcome_ref
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.outcome import read_outcome
+from imm_action.ports import Ports
 from imm_action.render import failure_text
 
 
@@ -25,10 +26,16 @@ from imm_action.render import failure_text
 class DemoArgs:
     directory: Path | None
     environment: Mapping[str, str]
-    initiatives: Callable[[Path], InitiativeSource]  # the demo repository's, once it exists
 
 
-def run(args: DemoArgs, io: CommandIO) -> int:
+@dataclass(frozen=True)
+class DemoPorts:
+    io: CommandIO
+    initiatives_of: Callable[[Path], InitiativeSource]  # the demo repository's, once it exists
+
+
+def run(args: DemoArgs, ports: DemoPorts) -> int:
+    io = ports.io
     root = args.directory or Path(tempfile.mkdtemp(prefix="imm-demo-"))
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"--dir {root}: not empty; name a new or empty folder")
@@ -36,12 +43,12 @@ def run(args: DemoArgs, io: CommandIO) -> int:
     io.warn(f"imm demo: created the demo repository at {root}")
     run_line = f"{io.program} run {SLUG} --repo {shlex.quote(str(root))}"
     io.warn(f"imm demo: running `{run_line}` with the bundled executor")
+    initiatives = ports.initiatives_of(root)
     code = run_command.run(
         run_command.RunArgs(SLUG, root, None, None, None, False, args.environment),
-        io,
-        args.initiatives(root),
+        Ports(io, initiatives),
     )
-    _show_the_qa_loop(root, io, args.initiatives(root))
+    _show_the_qa_loop(root, io, initiatives)
     graph = subprocess.run(
         ["git", "log", "--graph", "--oneline", "--decorate", f"imm/{SLUG}"],
         cwd=root, capture_output=True, text=True, check=False,

@@ -12,7 +12,6 @@ from typing import TextIO
 from imm_action.actions.runtime import ActionsFiles, append_summary
 from imm_action.actions.summary import lane_summary
 from imm_action.batches.repo import BatchRepo, open_batch_repo
-from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.integrate.refs import RefStore, RemoteRefStore
@@ -21,6 +20,7 @@ from imm_action.lanes.handoff import DeferredRefStore, handoff_path, publish_han
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
+from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
 
 
@@ -40,7 +40,8 @@ class LaneArgs:
     actions: ActionsFiles | None = None
 
 
-def run(args: LaneArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+def run(args: LaneArgs, ports: Ports) -> int:
+    io, initiatives = ports.io, ports.initiatives
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     if args.phase == "all":
         batch_repo.refs.refresh()

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
+from imm_action.model.intent import intent_path
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
-from imm_action.plan.project import intent_path
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
+from imm_action.ports import Ports
 from imm_action.render import plan_markdown
 from imm_action.workspace import (
     load_config,
@@ -35,7 +34,8 @@ class PlanArgs:
     max_parallel: int | None
 
 
-def run(args: PlanArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+def run(args: PlanArgs, ports: Ports) -> int:
+    io, initiatives = ports.io, ports.initiatives
     repo = open_repo(args.repo)
     note = uncommitted_note(repo)
     if note is not None:

@@ -9,14 +9,13 @@ from imm_action.actions.runtime import ActionsFiles, append_summary, pass_output
 from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
 from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.reconcile import reconcile
 from imm_action.integrate.refs import heads
 from imm_action.integrate.store import StoredBatch
+from imm_action.ports import Ports
 
 
 @dataclass(frozen=True)
@@ -50,19 +49,20 @@ class GitHubReporting:
     default_token: bool = False  # the workflow's GITHUB_TOKEN: say what it cannot do
 
 
-def run(
-    args: ReconcileArgs,
-    io: CommandIO,
-    initiatives: InitiativeSource,
-    github: GitHubReporting | None = None,
-) -> int:
-    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
+@dataclass(frozen=True)
+class ReconcilePorts(Ports):
+    reporting: GitHubReporting | None = None  # --report: GitHub's side of the pass
+
+
+def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
+    io, github = ports.io, ports.reporting
+    batch_repo = open_batch_repo(args.repo, args.remote, ports.initiatives)
     if args.max_parallel is not None:
         config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
         batch_repo = replace(batch_repo, config=config)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
-    ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
-    result = reconcile(request, ports)
+    pass_io = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
+    result = reconcile(request, pass_io)
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored

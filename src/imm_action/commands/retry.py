@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from imm_action.batches.decisions import DecisionArgs, apply_decision, retry_decision
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
+from imm_action.ports import Ports
 
 
-def run(args: DecisionArgs, task_id: str, io: CommandIO, initiatives: InitiativeSource) -> int:
-    return apply_decision(args, retry_decision(task_id), io, initiatives)
+@dataclass(frozen=True)
+class RetryArgs(DecisionArgs):
+    task_id: str
+
+
+def run(args: RetryArgs, ports: Ports) -> int:
+    return apply_decision(args, retry_decision(args.task_id), ports.io, ports.initiatives)

@@ -11,8 +11,6 @@ from types import FrameType
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
 from imm_action.errors import (
     EXIT_INTERRUPTED,
     EXIT_NEEDS_HUMAN,
@@ -25,6 +23,7 @@ from imm_action.integrate.store import StateStore
 from imm_action.local.coordinator import Coordinator, RunOptions
 from imm_action.local.progress import LiveProgress, PlainProgress
 from imm_action.model.state import BatchState
+from imm_action.ports import Ports
 from imm_action.render import NextCommand
 from imm_action.workspace import uncommitted_note
 
@@ -40,7 +39,8 @@ class RunArgs:
     environment: Mapping[str, str]
 
 
-def run(args: RunArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+def run(args: RunArgs, ports: Ports) -> int:
+    io, initiatives = ports.io, ports.initiatives
     batch_repo = open_batch_repo(args.repo, None, initiatives)
     note = uncommitted_note(batch_repo.root)
     if note is not None:

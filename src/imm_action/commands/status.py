@@ -7,10 +7,9 @@ from pathlib import Path
 
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import open_batch_repo
-from imm_action.carriers.source import InitiativeSource
-from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
+from imm_action.ports import Ports
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,8 @@ class StatusArgs:
     format: str
 
 
-def run(args: StatusArgs, io: CommandIO, initiatives: InitiativeSource) -> int:
+def run(args: StatusArgs, ports: Ports) -> int:
+    io, initiatives = ports.io, ports.initiatives
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)

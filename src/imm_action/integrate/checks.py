@@ -10,8 +10,7 @@ from pydantic import ValidationError
 from imm_action.git.candidate import CHECK_FAILED, IntegrationRefused
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import parse_descriptor
-from imm_action.model.intent import TaskIntent
-from imm_action.plan.project import intent_path
+from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.verify.checks import Check
 
 

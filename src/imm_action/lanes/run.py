@@ -30,7 +30,7 @@ from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
 from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
-from imm_action.model.intent import TaskIntent
+from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import (
     FAILURE_TAIL_LINES,
     OUTCOME_CONTRACT,
@@ -40,7 +40,6 @@ from imm_action.model.outcome import (
 )
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
-from imm_action.plan.project import intent_path
 from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.contain import end, start_contained

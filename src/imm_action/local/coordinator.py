@@ -201,6 +201,7 @@ class Coordinator:
         """`imm lane` in a forked child: fresh git handles, output to the lane's log."""
         from imm_action.commands import lane
         from imm_action.exits import run_guarded
+        from imm_action.ports import Ports
 
         args = lane.LaneArgs(
             batch_id, task_id, self.batch_repo.root, None, self.options.executor, log,
@@ -209,7 +210,7 @@ class Coordinator:
         with open(log, "a", encoding="utf-8") as sink:
             initiatives = self.batch_repo.initiatives
             return run_guarded(
-                "lane", lambda io: lane.run(args, io, initiatives), CommandIO(sink, sink)
+                "lane", lambda io: lane.run(args, Ports(io, initiatives)), CommandIO(sink, sink)
             )
 
     def _wait_for_a_lane(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -47,3 +48,12 @@ class LocalInitiativeObservation(StrictModel):
     initiative_id: Identifier
     path: str
     tasks: list[InitiativeTask]
+
+
+@dataclass(frozen=True)
+class Initiative:
+    """A normalised initiative: ids checked, dependencies known, tasks sorted by task_id."""
+
+    slug: str
+    carrier: Carrier
+    tasks: tuple[InitiativeTask, ...]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -107,3 +108,26 @@ def _under_a_literal(entry: str, literals: set[str]) -> bool:
             return True
         cut = entry.find("/", cut + 1)
     return False
+
+
+def intent_path(task_id: str) -> str:
+    """Where the intent of `task_id` lives in a repository."""
+    return f"docs/plans/{task_id}.intent.json"
+
+
+@dataclass(frozen=True)
+class ValidIntent:
+    """An intent file that parsed, with the hash of its bytes (the plan records it)."""
+
+    intent: TaskIntent
+    content_hash: str
+
+
+@dataclass(frozen=True)
+class InvalidIntent:
+    """An intent file that is missing or broken; its task is planned `invalid_intent`."""
+
+    why: str
+
+
+IntentReading = ValidIntent | InvalidIntent

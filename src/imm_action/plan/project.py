@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imm_action.model.common import sha256_digest
-from imm_action.model.initiative import Carrier, InitiativeTask
-from imm_action.model.intent import TaskIntent
+from imm_action.model.initiative import Initiative, InitiativeTask
+from imm_action.model.intent import IntentReading, InvalidIntent, ValidIntent, intent_path
 from imm_action.model.plan import (
     DEFAULT_QA_FAILURE_LIMIT,
     MAX_PARALLEL_LIMIT,
@@ -25,33 +25,6 @@ REASON_DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
 REASON_INVALID_INTENT = "invalid_intent"
 
 
-def intent_path(task_id: str) -> str:
-    return f"docs/plans/{task_id}.intent.json"
-
-
-@dataclass(frozen=True)
-class Initiative:
-    """A normalised initiative: ids checked, dependencies known, tasks sorted by task_id."""
-
-    slug: str
-    carrier: Carrier
-    tasks: tuple[InitiativeTask, ...]
-
-
-@dataclass(frozen=True)
-class ValidIntent:
-    intent: TaskIntent
-    content_hash: str
-
-
-@dataclass(frozen=True)
-class InvalidIntent:
-    why: str
-
-
-IntentReading = ValidIntent | InvalidIntent
-
-
 class PlanInputError(ValueError):
     """Plan options that cannot describe a batch (e.g. a budget larger than the initiative)."""
 
@@ -61,7 +34,9 @@ class PlanOptions:
     max_parallel: int
     qa_failure_limit: int = DEFAULT_QA_FAILURE_LIMIT
     max_children: int | None = None
-    settled: Mapping[str, str] = field(default_factory=dict)  # task id -> batch that integrated it
+    # Tasks that completed batches of this initiative integrated (task id -> batch id): planned
+    # `already_settled`. ("settled" alone is the child state of a lane that published its outcome.)
+    integrated_before: Mapping[str, str] = field(default_factory=dict)
 
 
 def build_plan(
@@ -72,7 +47,7 @@ def build_plan(
     order = kahn_order(dependencies)
     closures = transitive_closures(order, dependencies)
     tasks = {task.task_id: task for task in initiative.tasks}
-    children = _classify(order, tasks, closures, intents, options.settled)
+    children = _classify(order, tasks, closures, intents, options.integrated_before)
     enrollable = [
         {
             "task_id": child["task_id"],
@@ -128,7 +103,7 @@ def _classify(
     tasks: Mapping[str, InitiativeTask],
     closures: Mapping[str, list[str]],
     intents: Mapping[str, IntentReading],
-    settled: Mapping[str, str],
+    integrated_before: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     """Each task's plan child (field order as PlanChild), classified in plan order."""
     status: dict[str, ChildStatus] = {}
@@ -136,7 +111,7 @@ def _classify(
     for task_id in order:
         task = tasks[task_id]
         reading = intents.get(task_id, InvalidIntent("intent file is missing"))
-        state, reason = _status_of(task, reading, settled, status)
+        state, reason = _status_of(task, reading, integrated_before, status)
         status[task_id] = state
         valid = reading if isinstance(reading, ValidIntent) else None
         children.append(
@@ -157,15 +132,15 @@ def _classify(
 def _status_of(
     task: InitiativeTask,
     reading: IntentReading,
-    settled: Mapping[str, str],
+    integrated_before: Mapping[str, str],
     known: Mapping[str, ChildStatus],
 ) -> tuple[ChildStatus, str | None]:
     if isinstance(reading, InvalidIntent):
         return "needs_human", f"{REASON_INVALID_INTENT}: {reading.why}"
     if reading.intent.risk == "critical":
         return "needs_human", REASON_CRITICAL
-    if task.task_id in settled:
-        return "already_settled", f"already integrated by batch {settled[task.task_id]}"
+    if task.task_id in integrated_before:
+        return "already_settled", f"already integrated by batch {integrated_before[task.task_id]}"
     if any(known[need] not in ("enrollable", "already_settled") for need in task.blocked_by):
         return "blocked", REASON_DEPENDENCY_UNAVAILABLE
     return "enrollable", None
@@ -186,12 +161,13 @@ def _schedule_view(
     enrollable: Sequence[dict[str, Any]], intents: Mapping[str, IntentReading]
 ) -> list[ScheduleChild]:
     # Settled and excluded dependencies never get placed in a wave; only enrollable ones order
-    # the waves (a settled dependency is already done).
+    # the waves (an already settled dependency is done).
     ids = {child["task_id"] for child in enrollable}
     view = []
     for child in enrollable:
         reading = intents[child["task_id"]]
-        assert isinstance(reading, ValidIntent)
+        if not isinstance(reading, ValidIntent):  # _classify enrolls only valid intents
+            raise RuntimeError(f"{child['task_id']} is enrollable without a valid intent")
         view.append(
             ScheduleChild(
                 task_id=child["task_id"],

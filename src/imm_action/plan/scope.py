@@ -105,30 +105,31 @@ class ScopeIndex:
 
     def overlaps_any(self, prefixes: Iterable[Prefix]) -> bool:
         for prefix in prefixes:
-            node: _Node | None = self._root
+            node = self._root
             for segment in prefix:
-                assert node is not None
                 if node.owners:
                     return True
-                node = node.children.get(segment)
-                if node is None:
+                below = node.children.get(segment)
+                if below is None:
                     break
-            if node is not None and node.weight:
-                return True
+                node = below
+            else:  # the whole prefix is in the trie: anything at or under it overlaps
+                if node.weight:
+                    return True
         return False
 
     def overlapping(self, prefixes: Iterable[Prefix]) -> set[int]:
         found: set[int] = set()
         for prefix in prefixes:
-            node: _Node | None = self._root
+            node = self._root
             for segment in prefix:
-                assert node is not None
                 if node.owners:
                     found.update(node.owners)
-                node = node.children.get(segment)
-                if node is None:
+                below = node.children.get(segment)
+                if below is None:
                     break
-            if node is not None:
+                node = below
+            else:
                 _collect_subtree(node, found)
         return found
 
