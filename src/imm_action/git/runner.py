@@ -111,8 +111,8 @@ class GitRunner:
     ) -> GitResult:
         """Run `git <args>`; an exit code outside `ok_codes` raises the matching GitError.
 
-        A passing failure (network, a server's 5xx, lock contention) is tried again as the retry
-        policy says, each retry logged; the last one raises `GitRetriable`."""
+        A passing failure of a call to a remote (network, a server's 5xx) is tried again as the
+        retry policy says, each retry logged; the last one raises `GitRetriable`."""
 
         def attempt() -> GitResult:
             return self._run_once(args, input_text, ok_codes, env, timeout_s)
@@ -120,6 +120,10 @@ class GitRunner:
         try:
             return attempt()
         except GitRetriable as first:
+            if not _remote_command(args):
+                # A held lock in a local call is the caller's race to resolve (the pass re-runs
+                # on fresh facts; `imm run` owns its worktrees): waiting here only delays it.
+                raise
             return _retried(attempt, first, self._retry)
 
     def _run_once(
