@@ -213,26 +213,33 @@ def failure_text(failure: Failure, indent: str = "", most: int | None = None) ->
 
 def failures_markdown(children: Iterable[ReportChild]) -> list[str]:
     """One collapsed `<details>` per failed command of every child that shows one: the status
-    comment, `imm status --format markdown` and the job summary render failures with this."""
+    comment, `imm status --format markdown` and the job summaries render failures with this."""
     parts: list[str] = []
     for child in children:
-        for failure in child.failures:
-            summary = (
-                f"<code>{html.escape(child.task_id)}</code> · {html.escape(failure.step)}: "
-                f"<code>{html.escape(failure.command)}</code> "
-                f"{html.escape(failure_ending(failure))}"
-            )
-            fence = code_fence(failure.output_tail)
-            parts += [
-                f"<details><summary>{summary}</summary>",
-                "",
-                f"{fence}text",
-                failure.output_tail or "(no output)",
-                fence,
-                "",
-                "</details>",
-                "",
-            ]
+        parts.extend(failure_details(child.task_id, child.failures))
+    return parts
+
+
+def failure_details(task_id: str, failures: Iterable[Failure]) -> list[str]:
+    """A task's failed commands as collapsed `<details>` blocks (Markdown lines)."""
+    parts: list[str] = []
+    for failure in failures:
+        summary = (
+            f"<code>{html.escape(task_id)}</code> · {html.escape(failure.step)}: "
+            f"<code>{html.escape(failure.command)}</code> "
+            f"{html.escape(failure_ending(failure))}"
+        )
+        fence = code_fence(failure.output_tail)
+        parts += [
+            f"<details><summary>{summary}</summary>",
+            "",
+            f"{fence}text",
+            failure.output_tail or "(no output)",
+            fence,
+            "",
+            "</details>",
+            "",
+        ]
     return parts
 
 

@@ -73,3 +73,15 @@ def test_the_status_comment_of_a_stopped_batch(
 def test_the_job_summary_of_a_stopped_batch(stopped: tuple[BatchRunReport, BatchRunState]) -> None:
     report, state = stopped
     assert_golden("stopped_job_summary.md", job_summary(report, state, REPOSITORY_URL))
+
+
+def test_the_lane_job_summary_of_a_parked_lane() -> None:
+    from imm_action.actions.summary import lane_summary
+    from imm_action.model.outcome import OUTCOME_CONTRACT, LaneOutcome
+
+    outcome = LaneOutcome(
+        contract=OUTCOME_CONTRACT, batch_id="batch-init-0", task_id="b", attempt=0,
+        state="needs_human", reason="QA failure limit reached", qa_failures=2, findings=[],
+        lane_commit=None, failures=[CHECK_FAILED],
+    )  # fmt: skip
+    assert_golden("stopped_lane_job_summary.md", lane_summary(outcome))

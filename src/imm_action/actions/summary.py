@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from imm_action.github.reporting import status_comment
 from imm_action.model.outcome import LaneOutcome
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, GithubRunner
-
-OUTPUT_LINES = 40
+from imm_action.render import failure_details, job_summary
 
 
 def pass_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
     """The status comment's text (state, why, next, table, DAG coloured by state) and a link
     to the workflow run of every lane in flight."""
-    body = status_comment(report, state, repository_url).split("\n", 1)[1]
+    body = job_summary(report, state, repository_url)
     links = []
     for child in state.children:
         runner = child.lane.runner if child.lane is not None else None
@@ -34,18 +32,9 @@ def lane_summary(outcome: LaneOutcome) -> str:
     if outcome.reason:
         lines.append(f"**Why:** {outcome.reason}")
     lines.append(f"QA failures: {outcome.qa_failures}.")
-    for finding in outcome.findings:
-        if finding.passed:
-            continue
-        how = "timed out" if finding.timed_out else f"exit {finding.exit_code}"
-        tail = "\n".join(finding.output_tail.splitlines()[-OUTPUT_LINES:]).replace("```", "'''")
-        lines += [
-            "",
-            f"<details><summary><code>{finding.check_id}</code> failed ({how})</summary>",
-            "",
-            "```",
-            tail,
-            "```",
-            "</details>",
-        ]
+    if outcome.failures:
+        if outcome.state == "settled":
+            lines += ["", "It passed after an earlier attempt failed:"]
+        lines.append("")
+        lines.extend(failure_details(outcome.task_id, outcome.failures))
     return "\n".join(lines) + "\n"
