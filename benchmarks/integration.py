@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from imm_action.git.candidate import build_candidate  # noqa: E402
+from imm_action.git.candidate import Candidate, build_candidate  # noqa: E402
 from imm_action.git.repo import GitRepo  # noqa: E402
 
 ENV = {
@@ -80,7 +80,10 @@ def ours(repo: Path, base: str, lanes: list[str]) -> tuple[float, str]:
     head = base
     started = time.perf_counter()
     for lane in lanes:
-        head = build_candidate(git_repo, head, base, lane).commit
+        built = build_candidate(git_repo, head, base, lane)
+        if not isinstance(built, Candidate):
+            raise SystemExit(f"lane {lane} did not build: {built}")
+        head = built.commit
     return (time.perf_counter() - started) / len(lanes), git(repo, "rev-parse", f"{head}^{{tree}}")
 
 

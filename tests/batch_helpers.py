@@ -12,12 +12,12 @@ from pathlib import Path
 
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
 from imm_action.carriers.source import Initiatives, NoIssueSource
+from imm_action.git.refs import RefStore
 from imm_action.git.repo import GitRepo
-from imm_action.integrate.reconcile import PassPorts, PassResult, reconcile
-from imm_action.integrate.refs import RefStore
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.model.outcome import OUTCOME_CONTRACT, Failure, LaneOutcome
+from imm_action.passes.driver import PassResult, reconcile
 from tests.conftest import descriptor, git, initiative_files, intent, make_repo
 
 TRAILER = "Immune-Brain-Batch"
@@ -77,9 +77,7 @@ def run_pass(
     ports = pass_ports(batch_repo, (log.append if log is not None else lambda line: None),
                        path_env=os.environ["PATH"])  # fmt: skip
     if refs is not None:
-        ports = PassPorts(
-            refs=refs, probe=ports.probe, verifier=ports.verifier, clock=ports.clock, log=ports.log
-        )
+        ports = dataclasses.replace(ports, refs=refs)
     return reconcile(request, ports)
 
 

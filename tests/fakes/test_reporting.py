@@ -10,7 +10,7 @@ import pytest
 
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from imm_action.github.reporting import ReportTarget, publish_report, status_comment
-from imm_action.integrate.decide import build_report, decide
+from imm_action.integrate.verdict import build_report, verdict
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState
 from tests.batch_helpers import current, make_project, publish, run_pass, work
@@ -50,9 +50,9 @@ def fake() -> Iterator[FakeGitHub]:
 
 def _state(tasks: int) -> tuple[BatchRunReport, BatchRunState]:
     state = _initial({f"t{index:03d}": [] for index in range(tasks)})
-    verdict = decide(state, [])
-    return build_report(state, verdict, NOW), state.model_copy(
-        update={"batch_state": verdict.batch_state}
+    decided = verdict(state, [])
+    return build_report(state, decided, NOW), state.model_copy(
+        update={"batch_state": decided.batch_state}
     )
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.git.refs import LocalRefStore
 from imm_action.git.repo import GitRepo, RefUpdate
-from imm_action.integrate.refs import LocalRefStore
 from imm_action.model.state import ChildState
 from tests.batch_helpers import branch_log, current, make_project, run_pass, work
 from tests.conftest import GIT_ENV, git

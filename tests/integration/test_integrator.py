@@ -211,18 +211,20 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
 
     from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
     from imm_action.carriers.source import Initiatives, NoIssueSource
-    from imm_action.integrate.reconcile import reconcile
+    from imm_action.local.lanes import LocalLanes
     from imm_action.model.state import LocalRunner
+    from imm_action.passes.driver import reconcile
 
     repo = make_project(tmp_path / "r", {"a": []})
     gone = subprocess.Popen(["true"])
     gone.wait()  # a coordinator pid that no longer exists
     batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
     owner = LocalRunner(path="lane.log", pid=gone.pid)
-    request = pass_request(
-        batch_repo, "init", batch_id=None, admit=True, runner_for=lambda _: owner
-    )
-    reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin"))
+    dead_owner = LocalLanes(gone.pid)
+    dead_owner.runner_for = lambda _: owner  # type: ignore[method-assign]
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True)
+    ports = pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin", lanes=dead_owner)
+    reconcile(request, ports)
     # `imm reconcile` (not the coordinator) looks next: the owner is dead, the lane orphaned.
     request = dataclasses.replace(request, admit=False)
     reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.integrate.refs import lane_outcome_ref
 from imm_action.lanes.handoff import handoff_path
+from imm_action.model.refs import lane_outcome_ref
 from tests.batch_helpers import make_project, run_pass
 from tests.conftest import git, run_cli
 

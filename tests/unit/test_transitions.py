@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from imm_action.integrate import transitions as t
-from imm_action.integrate.decide import build_report, decide
+from imm_action.integrate.verdict import build_report, verdict
 from imm_action.model.state import (
     STATE_CONTRACT,
     BatchChild,
@@ -111,9 +111,9 @@ def test_every_state_reached_by_any_transition_sequence_is_valid(
             state = _apply(state, operation, tasks[pick % len(tasks)], step)
         except t.TransitionError:
             continue
-        verdict = decide(state, [])
-        state = _valid(state.model_copy(update={"batch_state": verdict.batch_state}))
-        build_report(state, verdict, NOW)  # every unfinished child carries a reason
+        decided = verdict(state, [])
+        state = _valid(state.model_copy(update={"batch_state": decided.batch_state}))
+        build_report(state, decided, NOW)  # every unfinished child carries a reason
 
 
 def test_parking_skips_exactly_the_pending_dependents() -> None:

@@ -13,9 +13,9 @@ from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate import transitions
-from imm_action.integrate.reconcile import reconcile
 from imm_action.integrate.transitions import TransitionError
 from imm_action.model.state import BatchRunState
+from imm_action.passes.driver import reconcile
 
 
 @dataclass(frozen=True)

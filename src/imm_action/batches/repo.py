@@ -13,14 +13,15 @@ from pathlib import Path
 from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import UsageError
 from imm_action.git import GitError, GitRunner, repo_root
+from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import GitRepo
-from imm_action.integrate.reconcile import PassPorts, PassRequest
-from imm_action.integrate.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
-from imm_action.lanes.probe import CoordinatorProbe, LaneProbe
+from imm_action.lanes.runners import LaneRunners
+from imm_action.local.lanes import LocalLanes
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
-from imm_action.model.state import BatchState, LocalRunner, Runner
+from imm_action.model.state import BatchState
+from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
 
@@ -78,7 +79,6 @@ def pass_request(
     *,
     batch_id: str | None,
     admit: bool,
-    runner_for: Callable[[str], Runner] | None = None,
     authorized_by: str | None = None,
     start: bool = True,
 ) -> PassRequest:
@@ -107,7 +107,6 @@ def pass_request(
         admit=admit,
         start=start,
         barrier_globs=tuple(batch_repo.config.barrier_files),
-        runner_for=runner_for or _unstarted_local_lane,
     )
 
 
@@ -130,23 +129,19 @@ def integrated_before(store: StateStore, slug: str) -> dict[str, str]:
     return integrated
 
 
-def _unstarted_local_lane(task_id: str) -> Runner:
-    return LocalRunner(path=f"(lane {task_id} not started)", pid=None)
-
-
 def pass_ports(
     batch_repo: BatchRepo,
     log: Callable[[str], None],
     *,
     path_env: str,
-    probe: LaneProbe | None = None,
+    lanes: LaneRunners | None = None,
 ) -> PassPorts:
     def verifier(cache: ResultCache) -> Verifier:
         return Verifier(batch_repo.repo, cache, path_env=path_env)
 
     return PassPorts(
         refs=batch_repo.refs,
-        probe=probe or CoordinatorProbe(os.getpid(), set()),
+        lanes=lanes or LocalLanes(os.getpid()),
         verifier=verifier,
         clock=now,
         log=log,

@@ -14,7 +14,7 @@ from imm_action.actions.summary import lane_summary
 from imm_action.batches.repo import BatchRepo, open_batch_repo
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
-from imm_action.integrate.refs import RefStore, RemoteRefStore
+from imm_action.git.refs import RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.handoff import DeferredRefStore, handoff_path, publish_handoff
 from imm_action.lanes.run import LaneSpec, run_lane

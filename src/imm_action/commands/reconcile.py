@@ -12,9 +12,9 @@ from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass
 from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
-from imm_action.integrate.reconcile import reconcile
-from imm_action.integrate.refs import heads
 from imm_action.integrate.store import StoredBatch
+from imm_action.model.refs import heads
+from imm_action.passes.driver import reconcile
 from imm_action.ports import Ports
 
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import open_batch_repo
+from imm_action.batches.repo import BatchRepo, open_batch_repo
+from imm_action.console import CommandIO
 from imm_action.errors import (
     EXIT_INTERRUPTED,
     EXIT_NEEDS_HUMAN,
@@ -21,6 +25,7 @@ from imm_action.errors import (
 )
 from imm_action.integrate.store import StateStore
 from imm_action.local.coordinator import Coordinator, RunOptions
+from imm_action.local.lanes import ForkedLane, LaneLauncher, LaneProcess, can_fork
 from imm_action.local.progress import LiveProgress, PlainProgress
 from imm_action.model.state import BatchState
 from imm_action.ports import Ports
@@ -51,7 +56,7 @@ def run(args: RunArgs, ports: Ports) -> int:
     options = RunOptions(args.slug, executor, args.max_parallel, args.batch_id, args.environment)
     live = io.err.isatty() and not args.json
     progress = LiveProgress(io.err) if live else PlainProgress(io.err)
-    coordinator = Coordinator(batch_repo, options, progress)
+    coordinator = Coordinator(batch_repo, options, progress, _launcher(batch_repo, options))
     try:
         with _sigterm_as_interrupt():
             state = coordinator.run()
@@ -99,3 +104,41 @@ def _signals_ignored() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _launcher(batch_repo: BatchRepo, options: RunOptions) -> LaneLauncher:
+    """`imm lane` for each admitted lane: forked from this process where the platform can (it
+    starts in milliseconds), else a fresh interpreter."""
+
+    def launch(batch_id: str, task_id: str, log: Path) -> LaneProcess:
+        if can_fork():
+            return ForkedLane(partial(_lane_in_child, batch_repo, options, batch_id, task_id, log))
+        argv = [
+            sys.executable, "-m", "imm_action", "lane", "--batch-id", batch_id,
+            "--task", task_id, "--repo", str(batch_repo.root),
+            "--executor", options.executor, "--log", str(log),
+        ]  # fmt: skip
+        return subprocess.Popen(
+            argv, env=dict(options.environment), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    return launch
+
+
+def _lane_in_child(
+    batch_repo: BatchRepo, options: RunOptions, batch_id: str, task_id: str, log: Path
+) -> int:
+    """`imm lane` in a forked child: fresh git handles, output to the lane's log."""
+    from imm_action.commands import lane
+    from imm_action.exits import run_guarded
+
+    args = lane.LaneArgs(
+        batch_id, task_id, batch_repo.root, None, options.executor, log,
+        dict(options.environment),
+    )  # fmt: skip
+    initiatives = batch_repo.initiatives
+    with open(log, "a", encoding="utf-8") as sink:
+        return run_guarded(
+            "lane", lambda io: lane.run(args, Ports(io, initiatives)), CommandIO(sink, sink)
+        )

@@ -1,23 +1,15 @@
-"""Building and proving an integration candidate (SPEC §5.4) — objects only, no checkout."""
+"""Building an integration candidate (SPEC §5.4) — objects only, no checkout.
+
+This is git mechanics: it says *what git found* (wrong parents, a foreign merge base, conflicting
+paths, a change that did not survive the merge). Which reason code that means for the batch is
+decided in `imm_action.integrate.decide`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from imm_action.git.repo import GitRepo
-
-LINEAGE_BROKEN = "batch_head_lineage_broken"
-CONFLICT = "batch_integration_conflict"
-CHECK_FAILED = "batch_integration_check_failed"
-BATCH_TRAILER = "Immune-Brain-Batch"
-
-
-class IntegrationRefused(Exception):
-    """A lane commit that must not land; `code` is the reason code a person and scripts read."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        self.code = code
-        super().__init__(f"{code}: {detail}")
 
 
 @dataclass(frozen=True)
@@ -29,18 +21,47 @@ class Candidate:
     lane_commit: str
 
 
-def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) -> Candidate:
-    """The lane commit rebuilt on `head`, proven to carry exactly the lane's change."""
+@dataclass(frozen=True)
+class LaneParentsWrong:
+    """The lane commit does not have exactly one parent, the lane base."""
+
+    parents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LaneBaseNotInHead:
+    """The lane base is not an ancestor of the batch head."""
+
+
+@dataclass(frozen=True)
+class MergeBaseForeign:
+    """The merge base of head and lane commit is not the lane base alone."""
+
+    bases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MergeConflicts:
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ChangeNotCarried:
+    """The merged commit does not carry exactly the lane commit's change."""
+
+    commit: str
+
+
+BuildProblem = LaneParentsWrong | LaneBaseNotInHead | MergeBaseForeign | MergeConflicts
+BuildResult = Candidate | BuildProblem | ChangeNotCarried
+
+
+def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) -> BuildResult:
+    """The lane commit rebuilt on `head`, proven to carry exactly the lane's change — or what
+    stood in the way."""
     lane = repo.commit(lane_commit)
-    if len(lane.parents) != 1:
-        raise IntegrationRefused(
-            LINEAGE_BROKEN,
-            f"lane commit {lane_commit} has {len(lane.parents)} parents, expected exactly one",
-        )
-    if lane.parents[0] != lane_base:
-        raise IntegrationRefused(
-            LINEAGE_BROKEN, f"lane commit {lane_commit} does not descend from lane base {lane_base}"
-        )
+    if lane.parents != (lane_base,):
+        return LaneParentsWrong(lane.parents)
     if head == lane_base:
         return Candidate(lane_commit, lane.tree, head, lane_base, lane_commit)
     # `merge-tree --merge-base` needs git 2.40; on 2.39 we prove the merge base is the lane
@@ -52,21 +73,11 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
     bases = [lane_base] if proven else repo.merge_bases(head, lane_commit)
     if bases != [lane_base]:
         if not repo.is_ancestor(lane_base, head):
-            raise IntegrationRefused(
-                LINEAGE_BROKEN, f"lane base {lane_base} is not an ancestor of batch head {head}"
-            )
-        raise IntegrationRefused(
-            LINEAGE_BROKEN,
-            f"merge base of {head} and {lane_commit} is {', '.join(bases) or 'none'}, "
-            f"not the lane base {lane_base}",
-        )
+            return LaneBaseNotInHead()
+        return MergeBaseForeign(tuple(bases))
     merged = repo.merge_trees(head, lane_commit)
     if merged.conflicts:
-        raise IntegrationRefused(
-            CONFLICT,
-            f"lane commit {lane_commit} conflicts with batch head {head} in: "
-            + ", ".join(merged.conflicts),
-        )
+        return MergeConflicts(merged.conflicts)
     # Every input of the candidate is fixed by the lane commit and the head (the date too), so a
     # pass rerun after a crash rebuilds the very same commit id.
     commit = repo.commit_tree(
@@ -81,39 +92,5 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
         [(lane_base, lane_commit), (head, commit)]
     )
     if lane_change != candidate_change:
-        raise IntegrationRefused(
-            CONFLICT,
-            f"candidate {commit} does not carry exactly the change of lane commit {lane_commit}",
-        )
+        return ChangeNotCarried(commit)
     return Candidate(commit, merged.tree, head, lane_base, lane_commit)
-
-
-def carries_trailer(message: str, batch_id: str) -> bool:
-    return f"{BATCH_TRAILER}: {batch_id}" in (line.strip() for line in message.splitlines())
-
-
-def find_orphaned_integration(
-    repo: GitRepo,
-    *,
-    task_id: str,
-    batch_id: str,
-    start: str,
-    end: str,
-    lane_base: str,
-    lane_commit: str,
-) -> str | None:
-    """A commit in `start..end` that integrated this lane but was never recorded: subject
-    `imm(<task>):`, this batch's trailer, and the very change of the lane commit."""
-    lane_change = None
-    for commit in repo.commits_between(start, end):
-        info = repo.commit(commit)
-        if not info.subject.startswith(f"imm({task_id}):") or not carries_trailer(
-            info.message, batch_id
-        ):
-            continue
-        if len(info.parents) != 1:
-            continue
-        lane_change = lane_change or repo.change_identity(lane_base, lane_commit)
-        if repo.change_identity(info.parents[0], commit) == lane_change:
-            return commit
-    return None

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,6 +20,9 @@ from imm_action.git.errors import GitConflict, GitFatal
 from imm_action.git.runner import GitRunner
 
 ZERO_OID = "0" * 40
+# Where imm's refs live (batch branches, lane branches, batch state and outcomes, the mirror of
+# a remote's): only imm writes there, always under the ref lock.
+IMM_REF_NAMESPACES = ("refs/heads/imm", "refs/heads/imm-lane", "refs/imm", "refs/imm-mirror")
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,7 @@ class GitRepo:
         self._objects = _ObjectReader(self.git)
         self._objects_dir: Path | Literal[False] | None = None
         self._git_dir: Path | None = None
+        self._common_dir: Path | None = None
 
     def close(self) -> None:
         self._objects.close()
@@ -148,8 +155,10 @@ class GitRepo:
 
     def common_directory(self) -> Path:
         """The git directory shared by all worktrees of this repository, absolute."""
-        found = self.git.output(["rev-parse", "--git-common-dir"]).strip()
-        return (self.path / found).resolve()
+        if self._common_dir is None:
+            found = self.git.output(["rev-parse", "--git-common-dir"]).strip()
+            self._common_dir = (self.path / found).resolve()
+        return self._common_dir
 
     def objects_directory(self) -> Path:
         """Where this repository keeps its objects, absolute (shared by linked worktrees)."""
@@ -438,7 +447,18 @@ class GitRepo:
     # -- refs ----------------------------------------------------------------------------
     def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
         """Move every ref at once or none: one `update-ref --stdin` transaction. A ref not at
-        its expected old value makes the whole transaction fail with GitConflict."""
+        its expected old value makes the whole transaction fail with GitConflict.
+
+        git's files backend commits a transaction by renaming one lock file after the other,
+        so a process killed in that phase leaves the refs after it unmoved, with their `.lock`
+        files behind — which git never removes and which make every later update of that ref
+        fail. Our writers therefore hold the repository's ref lock, under which a `.lock` in
+        imm's namespaces can only be the debris of a killed writer and is cleared; callers
+        order their updates so that a prefix of them is a state a pass can recover from."""
+        with self.refs_locked():
+            self._compare_and_swap(updates)
+
+    def _compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
         lines = ["start"]
         for update in updates:
             old = update.old or ZERO_OID
@@ -467,11 +487,47 @@ class GitRepo:
     # -- worktrees (lanes) ----------------------------------------------------------------
     def add_worktree(self, path: Path, commit: str) -> None:
         """A detached worktree at `commit`: lanes never touch the user's checkout or branch."""
-        self.git.run(["worktree", "prune"])
-        self.git.run(["worktree", "add", "--quiet", "--detach", "--force", str(path), commit])
+        with self._worktrees_locked() as admin:
+            _drop_unfinished_worktrees(admin)
+            self.git.run(["worktree", "prune"])
+            self.git.run(["worktree", "add", "--quiet", "--detach", "--force", str(path), commit])
 
     def remove_worktree(self, path: Path) -> None:
-        self.git.run(["worktree", "remove", "--force", str(path)], ok_codes=(0, 128))
+        with self._worktrees_locked():
+            self.git.run(["worktree", "remove", "--force", str(path)], ok_codes=(0, 128))
+
+    @contextlib.contextmanager
+    def refs_locked(self) -> Iterator[None]:
+        """Hold the repository's ref lock (all of imm's ref writers take it) and clear ref lock
+        files that killed writers left in imm's namespaces."""
+        with self._flock("imm-refs.lock") as common:
+            for namespace in IMM_REF_NAMESPACES:
+                _drop_stale_ref_locks(common / namespace)
+            yield
+
+    @contextlib.contextmanager
+    def _flock(self, name: str) -> Iterator[Path]:
+        """An exclusive flock on `<common dir>/<name>`; yields the common dir. An flock dies
+        with its process, so a writer killed with SIGKILL never leaves it held."""
+        common = self.common_directory()
+        with open(common / name, "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield common
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _worktrees_locked(self) -> Iterator[Path]:
+        """Hold the repository's worktree lock; yields `<common dir>/worktrees`.
+
+        `git worktree add/remove/prune` are not safe against each other: a remove or prune
+        deletes `.git/worktrees` when it empties it while an add is creating its entry there
+        ("could not create directory of .git/worktrees/work"), and an add reads every other
+        entry, dying on one that another add has only half written. Lanes run in parallel, so
+        every change to the worktree list goes through this lock."""
+        with self._flock("imm-worktrees.lock") as common:
+            yield common / "worktrees"
 
     def snapshot_worktree(self, worktree: Path) -> tuple[str, str]:
         """Stage everything in a worktree (its own index; ignored files stay out) and return
@@ -488,3 +544,35 @@ class GitRepo:
             ["diff-tree", "-r", "-z", "--name-only", "--no-renames", start, end]
         )
         return sorted(path for path in listing.split("\0") if path)
+
+
+_WORKTREE_ENTRY_FILES = ("gitdir", "commondir", "HEAD")
+
+
+def _drop_unfinished_worktrees(admin: Path) -> None:
+    """Remove worktree entries that a killed `git worktree add` left half made (a file of the
+    entry missing or empty, or still locked as "initializing"). Called under the worktree
+    lock, so no add of ours is in progress: whatever is unfinished was abandoned. git itself
+    neither prunes such an entry (it is locked) nor survives reading it."""
+    if not admin.is_dir():
+        return
+    for entry in admin.iterdir():
+        if not entry.is_dir():
+            continue
+        locked = entry / "locked"
+        unfinished = any(
+            not (entry / name).is_file() or (entry / name).stat().st_size == 0
+            for name in _WORKTREE_ENTRY_FILES
+        ) or (locked.is_file() and locked.read_text(errors="replace").startswith("initializing"))
+        if unfinished:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _drop_stale_ref_locks(directory: Path) -> None:
+    """Remove `<ref>.lock` files under `directory` (called under the ref lock: no writer of
+    ours is running, so each one was left by a writer that was killed)."""
+    if not directory.is_dir():
+        return
+    for lock in directory.rglob("*.lock"):
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()

@@ -30,6 +30,10 @@ _SAFE_CONFIG = (
     "-c", "commit.gpgSign=false",
     "-c", "tag.gpgSign=false",
     "-c", "core.quotePath=false",
+    # No background `gc --auto`/maintenance from our calls: it would pack and prune refs while
+    # other writers hold their locks (see GitRepo.refs_locked).
+    "-c", "gc.auto=0",
+    "-c", "maintenance.auto=false",
 )  # fmt: skip
 
 # Which kind of failure a git call had, read from git's own messages (git 2.39+: `die()` lines

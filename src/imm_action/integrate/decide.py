@@ -1,159 +1,452 @@
-"""Pure decisions: what the batch state is after a pass, and what to tell a person."""
+"""The decisions of a reconcile pass (SPEC §5.2, §5.4), as pure functions of the state and the
+facts a pass observed. Nothing here reads git, a clock or the environment: every rule, its
+order and every reason code is here, and the driver only carries the results out.
+
+A pass decides in steps, because some facts exist only after earlier decisions:
+1. `decide_start` — resume, start or refuse (step 1);
+2. `decide_batch` — plan digest, lineage, crash-orphaned integrations, lanes (steps 1-4);
+3. `decide_landings` — after candidates were built and verified (step 5), round by round;
+4. `decide_admissions` and `verdict.verdict` — admission and the batch state (steps 6-7).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import assert_never
 
-from imm_action.integrate.refs import batch_branch
-from imm_action.integrate.transitions import admissions_used
-from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
-from imm_action.model.state import BatchRunState, BatchState, ChildState
-from imm_action.text import plural
+from imm_action.git.candidate import (
+    Candidate,
+    ChangeNotCarried,
+    LaneBaseNotInHead,
+    LaneParentsWrong,
+    MergeBaseForeign,
+    MergeConflicts,
+)
+from imm_action.integrate import transitions as t
+from imm_action.integrate.facts import (
+    CandidateFacts,
+    ChecksFound,
+    ChecksMissing,
+    CommitFact,
+    HeadFacts,
+    LaneFacts,
+    PassFacts,
+    StartFacts,
+)
+from imm_action.integrate.reasons import (
+    CHECK_FAILED,
+    CONFLICT,
+    LANE_NEEDS_PERSON,
+    LINEAGE_BROKEN,
+)
+from imm_action.lanes.runners import (
+    FinishedWithOutcome,
+    FinishedWithoutOutcome,
+    JobFound,
+    Orphaned,
+    Running,
+)
+from imm_action.model.outcome import Failure, carries_trailer
+from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
+from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
+from imm_action.verify.failures import check_failures
+
+# Git updates the refs of one transaction atomically for writers, but a reader can see some of
+# them moved and others not yet. Whatever looks like a foreign branch or a broken lineage is
+# therefore read again this many times before it is believed.
+RECHECKS_BEFORE_BELIEVING = 3
+
+
+# -- what the decisions are ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reread:
+    """Read the refs afresh and decide again: what was seen may be another writer's
+    transaction half-way."""
+
+    why: str
 
 
 @dataclass(frozen=True)
-class Verdict:
-    batch_state: BatchState
+class Refuse:
+    """A person must act first; nothing is written."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Resume:
+    batch_id: str
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start a new batch; `reset_from` is the existing branch head it moves (None: create)."""
+
+    reset_from: str | None
+
+
+@dataclass(frozen=True)
+class ReportAgain:
+    """Everything is settled by earlier batches: report the last one again."""
+
+    batch_id: str
+
+
+StartDecision = Resume | Start | ReportAgain | Refuse | Reread
+
+
+@dataclass(frozen=True)
+class BatchDecision:
+    """The state after steps 1-4, what to say about it, and whether the pass goes on to
+    integrate and admit (`settled`: the batch is terminal, failed or waits for a new start)."""
+
+    state: BatchRunState
+    notes: tuple[str, ...] = ()
+    settled: bool = False
+    plan_changed: bool = False
+
+
+@dataclass(frozen=True)
+class Park:
+    task_id: str
     reason: str
-    next_action: str
+    failures: tuple[Failure, ...] = ()  # the failed commands behind the reason
 
 
-def decide(state: BatchRunState, startable: Sequence[str]) -> Verdict:
-    """SPEC §5.2 step 7. Terminal states stay as they are."""
-    if state.batch_state.is_terminal:
-        return _terminal_verdict(state)
-    children = state.children
-    done = sum(1 for child in children if child.state.done)
-    branch = batch_branch(state.initiative_slug)
-    if done == len(children):
-        return Verdict(
-            BatchState.COMPLETED,
-            f"all {plural(done, 'task')} integrated into {branch}"
-            if done != 1
-            else f"the task is integrated into {branch}",
-            f"review {branch} and merge it into {state.base_ref}",
+@dataclass(frozen=True)
+class Land:
+    """Move the batch branch from `head` to `commit`, recording the integration."""
+
+    task_id: str
+    commit: str
+    head: str
+
+
+Landing = Park | Land
+
+
+@dataclass(frozen=True)
+class LandingDecision:
+    """One round of step 5: what to do, in order, and whether another round may land more."""
+
+    steps: tuple[Landing, ...] = ()
+    again: bool = False
+
+
+@dataclass(frozen=True)
+class Admit:
+    task_id: str
+    base_head: str
+
+
+@dataclass(frozen=True)
+class StartRules:
+    """What the request says about starting (facts of the command line, not of the world)."""
+
+    slug: str
+    base_ref: str
+    batch_branch: str
+    may_start: bool
+    enrollable: int
+    active: str | None = None  # the newest live batch of the slug
+    latest: str | None = None  # the newest batch of the slug
+
+
+# -- step 1: start or resume -------------------------------------------------------------------
+def decide_start(rules: StartRules, facts: StartFacts) -> StartDecision:
+    """Step 1 for a pass that names no batch: resume the active one, report the last one again
+    when everything is settled, or start — never over work on the branch that would be lost."""
+    if rules.active is not None:
+        return Resume(rules.active)
+    if rules.latest is not None and facts.all_settled:
+        return ReportAgain(rules.latest)
+    if not rules.may_start:
+        return Refuse(f"initiative {rules.slug} has no active batch")
+    if rules.enrollable == 0:
+        return Refuse(f"initiative {rules.slug}: nothing is enrollable, no batch started")
+    existing = facts.branch_head
+    if existing is not None and not facts.base_contains_branch:
+        if facts.reads < RECHECKS_BEFORE_BELIEVING:
+            return Reread("the batch branch exists without a batch")
+        return Refuse(
+            f"{rules.batch_branch} exists and holds work that is not in {rules.base_ref} and "
+            "belongs to no finished batch; merge or delete it, then start again"
         )
-    in_flight = [child.task_id for child in children if child.state.in_flight]
-    if in_flight or startable:
-        waiting = (
-            f"{plural(len(in_flight), 'lane')} in flight" if in_flight else "lanes ready to start"
-        )
-        return Verdict(
-            BatchState.RUNNING,
-            f"{done} of {plural(len(children), 'task')} integrated; {waiting}",
-            "wait for the running lanes" if in_flight else "start the admitted lanes",
-        )
-    parked = [child for child in children if child.state is ChildState.NEEDS_HUMAN]
-    if parked:
-        first = parked[0]
-        return Verdict(
-            BatchState.NEEDS_HUMAN,
-            f"task {first.task_id} needs a person: {first.reason}",
-            "fix the cause and commit the fix, then continue the batch (parked tasks run "
-            "again); or retry one task as it is",
-        )
-    pending = [child for child in children if child.state is ChildState.PENDING]
-    if pending and admissions_used(state) >= state.budget.max_children:
-        return Verdict(
-            BatchState.BUDGET_STOPPED,
-            f"the budget of {plural(state.budget.max_children, 'child', 'children')} is "
-            f"used; {len(pending)} {'waits' if len(pending) == 1 else 'wait'}",
-            "continue the batch to run the remaining tasks",
-        )
-    return Verdict(
-        BatchState.NEEDS_HUMAN,
-        "no child can start",
-        "check the skipped tasks' dependencies, then continue the batch",
-    )
+    return Start(reset_from=existing)
 
 
-PLAN_CHANGED = "batch_plan_changed"
-
-
-def plan_changed_verdict(state: BatchRunState) -> Verdict:
-    """A resumed batch whose plan digest no longer matches: nothing is parked silently; the
-    batch waits for a person to start it anew."""
-    return Verdict(
-        BatchState.NEEDS_HUMAN,
-        f"{PLAN_CHANGED}: the initiative or an intent changed since the batch started",
-        "continue the batch with the changed plan (tasks already integrated stay)",
-    )
-
-
-def _terminal_verdict(state: BatchRunState) -> Verdict:
-    branch = batch_branch(state.initiative_slug)
-    texts = {
-        BatchState.COMPLETED: ("all tasks are integrated", f"review {branch} and merge it"),
-        BatchState.CANCELLED: (
-            "the batch was cancelled",
-            f"continue the batch when ready, or start afresh from {state.base_ref}",
-        ),
-        BatchState.FAILED: (
-            _first_reason(state, "the batch failed"),
-            f"start afresh from {state.base_ref} ({branch} is archived first)",
-        ),
-        BatchState.BUDGET_STOPPED: (
-            "the budget is used",
-            "continue the batch to run the remaining tasks",
-        ),
-        BatchState.REJECTED: (
-            "the batch was rejected",
-            f"fix the plan, then start afresh from {state.base_ref}",
-        ),
+def all_settled(finished: Sequence[BatchRunState], enrollable: Sequence[str]) -> bool:
+    """Whether completed batches already integrated every enrollable task."""
+    settled = {
+        child.task_id
+        for batch in finished
+        if batch.batch_state is BatchState.COMPLETED
+        for child in batch.children
+        if child.state.done
     }
-    reason, action = texts.get(state.batch_state, ("", ""))
-    return Verdict(state.batch_state, reason, action)
+    return all(task_id in settled for task_id in enrollable)
 
 
-def _first_reason(state: BatchRunState, default: str) -> str:
-    for child in state.children:
-        if child.reason and child.reason.startswith("batch_head_lineage_broken"):
-            return child.reason
-    return default
+# -- steps 1-4: the batch, its lineage and its lanes ---------------------------------------------
+def decide_batch(
+    state: BatchRunState, plan_digest: str, facts: PassFacts
+) -> BatchDecision | Reread:
+    if state.batch_state.is_terminal:
+        return BatchDecision(state, settled=True)
+    if state.plan_digest != plan_digest:
+        changed = state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN})
+        return BatchDecision(changed, settled=True, plan_changed=True)
+    lineage = decide_lineage(state, facts.head)
+    if isinstance(lineage, str):
+        if facts.reads < RECHECKS_BEFORE_BELIEVING:
+            return Reread(lineage)
+        return BatchDecision(t.fail_lineage(state, lineage), settled=True)
+    state, notes = lineage
+    state, lane_notes = decide_lanes(state, facts.lanes)
+    return BatchDecision(state, (*notes, *lane_notes))
 
 
-def child_reason(state: BatchRunState, task_id: str) -> str | None:
-    """Why a child that is not done is where it is (every such child carries one)."""
-    child = next(c for c in state.children if c.task_id == task_id)
-    if child.state.done:
+def decide_lineage(
+    state: BatchRunState, facts: HeadFacts
+) -> tuple[BatchRunState, tuple[str, ...]] | str:
+    """Step 2 and 3: the state with what was adopted, or why the lineage is broken."""
+    expected = facts.recorded
+    if facts.head is None:
+        return f"{LINEAGE_BROKEN}: {state.branch} was deleted (expected {expected})"
+    if facts.head == expected:
+        return state, ()
+    if not facts.contains_recorded:
+        return (
+            f"{LINEAGE_BROKEN}: {state.branch} moved to {facts.head}, which does not contain "
+            f"the recorded head {expected}"
+        )
+    notes: list[str] = []
+    for commit in facts.since_recorded:
+        task_id = _orphan_of(state, commit, facts)
+        if task_id is not None:
+            notes.append(f"recording {task_id}, integrated as {commit.oid[:12]} before a crash")
+            state = t.integrated(state, task_id, commit.oid)
+            expected = commit.oid
+    if expected != facts.head:
+        notes.append(f"adopting {facts.head[:12]} pushed on top of {state.branch}")
+        state = t.adopt_head(state, expected, facts.head)
+    return state, tuple(notes)
+
+
+def _orphan_of(state: BatchRunState, commit: CommitFact, facts: HeadFacts) -> str | None:
+    """The in-flight child this commit integrated though it was never recorded: subject
+    `imm(<task>):`, this batch's trailer, and the very change of the lane commit. A commit
+    with this batch's trailer that matches no lane is never adopted as an integration."""
+    if len(commit.parents) != 1 or not carries_trailer(commit.message, state.batch_id):
         return None
-    if child.reason:
-        return child.reason
-    match child.state:
-        case ChildState.LANE_ADMITTED:
-            return "lane admitted; waiting for its outcome"
-        case ChildState.SETTLED | ChildState.LANE_COMMITTED:
-            return "lane committed; waiting for integration"
-        case _:
-            done = {c.task_id for c in state.children if c.state.done}
-            waiting = [need for need in child.blocked_by if need not in done]
-            return f"waiting for {', '.join(waiting)}" if waiting else "waiting for a lane"
+    for child in state.children:
+        if not child.state.in_flight or child.lane is None or child.lane.lane_commit is None:
+            continue
+        if not commit.subject.startswith(f"imm({child.task_id}):"):
+            continue
+        lane_change = facts.lane_changes.get(child.task_id)
+        if lane_change is not None and commit.change == lane_change:
+            return child.task_id
+    return None
 
 
-def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunReport:
-    return BatchRunReport(
-        contract=REPORT_CONTRACT,
-        batch_id=state.batch_id,
-        initiative_slug=state.initiative_slug,
-        batch_state=verdict.batch_state,
-        max_parallel=state.max_parallel,
-        children=[
-            ReportChild(
-                task_id=child.task_id,
-                state=child.state,
-                reason=child_reason(state, child.task_id),
-                commit=child.commit,
-                lane_branch=child.lane.branch if child.lane else None,
-                attempts=child.attempts,
-                qa_failures=child.qa_failures,
-                failures=list(child.failures),
+def waiting_lanes(state: BatchRunState) -> list[BatchChild]:
+    """Children whose lane has not yet given a lane commit."""
+    return [c for c in state.children if c.state in (ChildState.LANE_ADMITTED, ChildState.SETTLED)]
+
+
+def decide_lanes(
+    state: BatchRunState, lanes: Mapping[str, LaneFacts]
+) -> tuple[BatchRunState, tuple[str, ...]]:
+    """Step 4: outcomes move children on or park them; lost lanes go back to pending."""
+    notes: list[str] = []
+    for child in waiting_lanes(state):
+        facts = lanes.get(child.task_id)
+        if facts is None:
+            continue
+        outcome = facts.outcome
+        if outcome is not None and outcome.attempt == child.attempts:
+            state = _take_outcome(state, child, facts)
+            continue
+        match facts.runner:
+            case Running(job=job) | FinishedWithOutcome(job=job):
+                state = _record_job(state, child, job)
+            case FinishedWithoutOutcome(conclusion=conclusion, url=url):
+                notes.append(f"lane {child.task_id} ended without an outcome; admitting it again")
+                state = t.lane_lost(state, child.task_id, _lost_why(conclusion, url))
+            case Orphaned():
+                state = t.lane_orphaned(state, child.task_id)
+            case unreachable:
+                assert_never(unreachable)
+    return state, tuple(notes)
+
+
+def _lost_why(conclusion: str, url: str | None) -> str:
+    if url is None:
+        return f"the lane's runner ended without an outcome ({conclusion})"
+    return f"lane job {url} ended without an outcome ({conclusion})"
+
+
+def _record_job(state: BatchRunState, child: BatchChild, job: JobFound | None) -> BatchRunState:
+    runner = child.lane.runner if child.lane else None
+    if job is None or runner is None or runner.kind != "github" or runner.job_id == job.job_id:
+        return state
+    return t.record_job(state, child.task_id, job.job_id, job.name, job.url)
+
+
+def _take_outcome(state: BatchRunState, child: BatchChild, facts: LaneFacts) -> BatchRunState:
+    outcome = facts.outcome
+    lane = child.lane
+    if outcome is None or lane is None:
+        raise t.TransitionError(f"{child.task_id} has no outcome to take")
+    lane_commit, qa_failures = outcome.lane_commit, outcome.qa_failures
+    if outcome.state != "settled" or lane_commit is None:
+        reason = outcome.reason or LANE_NEEDS_PERSON
+        return t.park(state, child.task_id, reason, qa_failures, outcome.failures)
+    parents = facts.lane_commit_parents or ()
+    if parents != (lane.base_head,):
+        why = (
+            f"{LINEAGE_BROKEN}: lane commit {lane_commit} has parents "
+            f"{', '.join(parents) or 'none'}, expected only the lane base {lane.base_head}"
+        )
+        return t.park(state, child.task_id, why, qa_failures)
+    return t.lane_committed(state, child.task_id, lane_commit, qa_failures)
+
+
+# -- step 5: integration ------------------------------------------------------------------------
+def ready_to_integrate(state: BatchRunState) -> list[BatchChild]:
+    """Lane-committed children, in plan order."""
+    return [c for c in state.children if c.state is ChildState.LANE_COMMITTED]
+
+
+def decide_landings(head: str, chain: Sequence[CandidateFacts]) -> LandingDecision:
+    """Land the speculative chain in plan order up to the first failure. A refused lane is
+    parked and the chain goes on; a failed check parks its lane and ends the round (the rest
+    was built on it); a candidate built on one that did not land is rebuilt next round."""
+    steps: list[Landing] = []
+    for entry in chain:
+        refusal = refusal_of(entry)
+        if refusal is not None:
+            steps.append(Park(entry.task_id, refusal))
+            continue
+        build = entry.build
+        if not isinstance(build, Candidate):
+            raise t.TransitionError(f"candidate of {entry.task_id} was neither built nor refused")
+        if build.head != head:
+            break
+        failed = [result.check_id for result in entry.results if not result.passed]
+        if failed:
+            why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {build.commit}"
+            checks = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
+            failures = tuple(check_failures(checks, entry.results))
+            return LandingDecision((*steps, Park(entry.task_id, why, failures)), again=True)
+        steps.append(Land(entry.task_id, build.commit, head))
+        head = build.commit
+    return LandingDecision(tuple(steps), again=bool(steps))
+
+
+def refusal_of(entry: CandidateFacts) -> str | None:
+    """Why this lane commit must not land (SPEC §5.4), or None when its candidate may be
+    verified. The checks are only looked at for a built candidate."""
+    lane_commit, base, head = entry.lane_commit, entry.lane_base, entry.built_on
+    match entry.build:
+        case LaneParentsWrong(parents=parents) if len(parents) != 1:
+            return (
+                f"{LINEAGE_BROKEN}: lane commit {lane_commit} has {len(parents)} parents, "
+                "expected exactly one"
             )
-            for child in state.children
-        ],
-        commits=list(state.commits),
-        reason=verdict.reason,
-        next_action=verdict.next_action,
-        lanes_started=admissions_used(state) + sum(child.attempts for child in state.children),
-        created_at=now,
+        case LaneParentsWrong():
+            return (
+                f"{LINEAGE_BROKEN}: lane commit {lane_commit} does not descend from lane base "
+                f"{base}"
+            )
+        case LaneBaseNotInHead():
+            return f"{LINEAGE_BROKEN}: lane base {base} is not an ancestor of batch head {head}"
+        case MergeBaseForeign(bases=bases):
+            return (
+                f"{LINEAGE_BROKEN}: merge base of {head} and {lane_commit} is "
+                f"{', '.join(bases) or 'none'}, not the lane base {base}"
+            )
+        case MergeConflicts(paths=paths):
+            return (
+                f"{CONFLICT}: lane commit {lane_commit} conflicts with batch head {head} in: "
+                + ", ".join(paths)
+            )
+        case ChangeNotCarried(commit=commit):
+            return (
+                f"{CONFLICT}: candidate {commit} does not carry exactly the change of lane "
+                f"commit {lane_commit}"
+            )
+        case Candidate(commit=candidate):
+            return _checks_refusal(entry, candidate)
+        case unreachable:
+            assert_never(unreachable)
+
+
+def _checks_refusal(entry: CandidateFacts, candidate: str) -> str | None:
+    match entry.checks:
+        case ChecksFound(checks=checks) if checks:
+            return None
+        case ChecksFound() | None:
+            return f"{CHECK_FAILED}: no descriptor to rerun on candidate {candidate}"
+        case ChecksMissing(problem="none"):
+            return f"{CHECK_FAILED}: no descriptor to rerun on candidate {candidate}"
+        case ChecksMissing(task_id=task_id, problem="absent"):
+            return f"{CHECK_FAILED}: intent of {task_id} is absent from candidate {candidate}"
+        case ChecksMissing(task_id=task_id, detail=detail):
+            return (
+                f"{CHECK_FAILED}: intent of {task_id} is unreadable in candidate {candidate}: "
+                f"{detail}"
+            )
+        case unreachable:
+            assert_never(unreachable)
+
+
+# -- step 6: admission ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AdmissionRules:
+    scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    barrier_globs: tuple[str, ...] = ()
+
+
+def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]:
+    """The startable set (SPEC §5.2 step 6), in plan order."""
+    if state.batch_state.is_terminal:
+        return []
+    view = [
+        CandidateChild(
+            task_id=c.task_id,
+            blocked_by=tuple(c.blocked_by),
+            scope_hint=rules.scopes.get(c.task_id, ()),
+            pending=c.state is ChildState.PENDING,
+            in_flight=c.state.in_flight,
+            done=c.state.done,
+        )
+        for c in state.children
+    ]
+    limits = AdmissionLimits(
+        max_parallel=state.max_parallel,
+        admissions_left=state.budget.max_children - t.admissions_used(state),
+        barrier_globs=rules.barrier_globs,
     )
+    return startable(view, limits)
+
+
+def decide_admissions(state: BatchRunState, head: str, rules: AdmissionRules) -> tuple[Admit, ...]:
+    """Each startable child, bound to the current batch head."""
+    return tuple(Admit(task_id, head) for task_id in startable_children(state, rules))
+
+
+def apply_landing(state: BatchRunState, step: Landing) -> BatchRunState:
+    """The state after one landing step."""
+    match step:
+        case Park(task_id=task_id, reason=reason, failures=failures):
+            return t.park(state, task_id, reason, failures=failures)
+        case Land(task_id=task_id, commit=commit):
+            return t.integrated(state, task_id, commit)
+        case unreachable:
+            assert_never(unreachable)
+
+
+Mutation = Callable[[BatchRunState], BatchRunState]

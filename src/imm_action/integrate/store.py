@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from imm_action.errors import ImmError
+from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, RefUpdate
-from imm_action.integrate.refs import BATCHES, RefStore, batch_state_ref
 from imm_action.model.common import canonical_model_text
 from imm_action.model.outcome import CheckCache
+from imm_action.model.refs import BATCHES, batch_state_ref
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState
 
@@ -86,8 +87,11 @@ class StateStore:
             committer_date=stamp,
         )
         ref = batch_state_ref(valid.batch_id)
+        # The state comes last: a writer killed while git commits the transaction ref by ref
+        # can only leave the other refs (the batch branch) ahead of the state, which the next
+        # pass recovers (an integration it finds on the branch is adopted, SPEC §5.2 step 3).
         self.refs.compare_and_swap(
-            [RefUpdate(ref, commit, previous.commit if previous else None), *also]
+            [*also, RefUpdate(ref, commit, previous.commit if previous else None)]
         )
         return StoredBatch(valid, report, cache, commit)
 

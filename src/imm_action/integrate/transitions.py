@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from imm_action.integrate.reasons import CANCELLED, DEPENDENCY_PARKED, LANE_LOST
 from imm_action.model.outcome import Failure
 from imm_action.model.state import (
     AdoptedHead,
@@ -13,14 +14,13 @@ from imm_action.model.state import (
     BatchRunState,
     BatchState,
     ChildState,
+    GithubRunner,
     Lane,
     Runner,
 )
 
 Decision = Callable[[BatchRunState], BatchRunState]  # a person's decision, applied by a pass
 LOST_ATTEMPTS_LIMIT = 3
-REASON_LANE_LOST = "batch_lane_lost"
-REASON_CANCELLED = "cancelled"
 
 
 class TransitionError(ValueError):
@@ -65,8 +65,7 @@ def lane_committed(
 ) -> BatchRunState:
     child = child_of(state, task_id)
     _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "record the lane commit of")
-    assert child.lane is not None
-    lane = child.lane.model_copy(update={"lane_commit": lane_commit})
+    lane = _lane_of(child).model_copy(update={"lane_commit": lane_commit})
     return _with_child(
         state,
         task_id,
@@ -81,12 +80,8 @@ def integrated(state: BatchRunState, task_id: str, commit: str) -> BatchRunState
         [ChildState.LANE_COMMITTED, ChildState.LANE_ADMITTED, ChildState.SETTLED],
         "integrate",
     )
-    assert child.lane is not None
-    lane = (
-        child.lane
-        if child.lane.lane_commit
-        else child.lane.model_copy(update={"lane_commit": commit})
-    )
+    held = _lane_of(child)
+    lane = held if held.lane_commit else held.model_copy(update={"lane_commit": commit})
     updated = _with_child(
         state,
         task_id,
@@ -118,7 +113,7 @@ def park(
 
 def skip_dependents(state: BatchRunState, task_id: str) -> BatchRunState:
     # blocked_by is the transitive closure, so one sweep reaches every dependent.
-    reason = f"dependency {task_id} parked"
+    reason = DEPENDENCY_PARKED.format(task_id=task_id)
     children = [
         child.model_copy(
             update={"state": ChildState.SKIPPED_BLOCKED, "reason": reason, "lane": None}
@@ -138,7 +133,7 @@ def lane_lost(state: BatchRunState, task_id: str, why: str) -> BatchRunState:
     attempts = child.attempts + 1
     if attempts >= LOST_ATTEMPTS_LIMIT:
         moved = _with_child(state, task_id, {"attempts": attempts})
-        return park(moved, task_id, f"{REASON_LANE_LOST}: {why} ({attempts} lost attempts)")
+        return park(moved, task_id, f"{LANE_LOST}: {why} ({attempts} lost attempts)")
     return _with_child(
         state, task_id, {"state": ChildState.PENDING, "lane": None, "attempts": attempts}
     )
@@ -149,6 +144,25 @@ def lane_orphaned(state: BatchRunState, task_id: str) -> BatchRunState:
     child = child_of(state, task_id)
     _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "re-admit")
     return _with_child(state, task_id, {"state": ChildState.PENDING, "lane": None})
+
+
+def record_job(
+    state: BatchRunState, task_id: str, job_id: int, name: str, url: str
+) -> BatchRunState:
+    """The GitHub job that carries a lane attempt was found: record it with the attempt."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "record the job of")
+    lane = _lane_of(child)
+    if not isinstance(lane.runner, GithubRunner):
+        raise TransitionError(f"lane {task_id} does not run on GitHub")
+    runner = lane.runner.model_copy(update={"job": name, "job_id": job_id, "job_url": url})
+    return _with_child(state, task_id, {"lane": lane.model_copy(update={"runner": runner})})
+
+
+def _lane_of(child: BatchChild) -> Lane:
+    if child.lane is None:
+        raise TransitionError(f"{child.task_id} is {child.state} without a lane")
+    return child.lane
 
 
 def retry(state: BatchRunState, task_id: str) -> BatchRunState:
@@ -166,7 +180,7 @@ def retry(state: BatchRunState, task_id: str) -> BatchRunState:
             "failures": [],
         },
     )
-    skipped_by_it = f"dependency {task_id} parked"
+    skipped_by_it = DEPENDENCY_PARKED.format(task_id=task_id)
     children = [
         c.model_copy(update={"state": ChildState.PENDING, "reason": None})
         if c.state is ChildState.SKIPPED_BLOCKED and c.reason == skipped_by_it
@@ -190,7 +204,7 @@ def stop_in_flight(state: BatchRunState, reason: str) -> BatchRunState:
 
 
 def cancel(state: BatchRunState) -> BatchRunState:
-    stopped = stop_in_flight(state, REASON_CANCELLED)
+    stopped = stop_in_flight(state, CANCELLED)
     return stopped.model_copy(update={"batch_state": BatchState.CANCELLED})
 
 

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from imm_action.errors import UsageError
+from imm_action.git.refs import RemoteRefStore
 from imm_action.git.repo import RefUpdate
-from imm_action.integrate.refs import RemoteRefStore, heads, lane_branch, lane_outcome_ref
 from imm_action.lanes.outcome import read_outcome
+from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 
 HANDOFF_FILE = "imm-lane-publish.json"
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
+from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, RefUpdate
-from imm_action.integrate.refs import RefStore, heads, lane_branch, lane_outcome_ref
 from imm_action.model.common import canonical_model_text
-from imm_action.model.outcome import LaneOutcome
-
-OUTCOME_FILE = "outcome.json"
+from imm_action.model.outcome import OUTCOME_FILE, LaneOutcome, parse_outcome
+from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 
 
 def publish_outcome(refs: RefStore, slug: str, outcome: LaneOutcome, now_git_date: str) -> str:
@@ -37,12 +34,6 @@ def publish_outcome(refs: RefStore, slug: str, outcome: LaneOutcome, now_git_dat
 
 
 def read_outcome(repo: GitRepo, commit: str) -> LaneOutcome | None:
-    """The outcome held by an outcome commit; None when it is unreadable (then the lane is
-    treated as having published nothing)."""
+    """The outcome held by an outcome commit; None when it is unreadable."""
     text = repo.read_file(commit, OUTCOME_FILE)
-    if text is None:
-        return None
-    try:
-        return LaneOutcome.model_validate_json(text)
-    except ValidationError:
-        return None
+    return None if text is None else parse_outcome(text)

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
-from imm_action.git.candidate import BATCH_TRAILER
 from imm_action.git.lane_repo import LaneRepository
+from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
-from imm_action.integrate.refs import RefStore, lane_branch
 from imm_action.lanes.change import changed_entries
 from imm_action.lanes.environment import executor_environment
 from imm_action.lanes.folders import LaneFolder, lanes_root, new_lane_folder, remove_lane_folder
@@ -37,7 +36,9 @@ from imm_action.model.outcome import (
     CheckResult,
     Failure,
     LaneOutcome,
+    lane_commit_message,
 )
+from imm_action.model.refs import lane_branch
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
@@ -195,7 +196,7 @@ class _Lane:
         spec = self.spec
         now = self.git_date()
         author, author_date = _author(self.lane_repo, spec.base_head, now)
-        message = f"imm({spec.task_id}): {intent.subject}\n\n{BATCH_TRAILER}: {spec.batch_id}\n"
+        message = lane_commit_message(spec.task_id, intent.subject, spec.batch_id)
         lane_commit = self.repo.commit_tree(
             tree,
             [spec.base_head],

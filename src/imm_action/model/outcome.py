@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
 
 OUTCOME_CONTRACT: Final = "imm_action/lane_outcome/v1"
+OUTCOME_FILE: Final = "outcome.json"  # the one file in an outcome commit's tree
+# Every lane commit's message ends with this trailer naming its batch (SPEC §5.1 step 5).
+BATCH_TRAILER: Final = "Immune-Brain-Batch"
 OUTPUT_TAIL_BYTES = 4096
 FAILURE_TAIL_LINES = 40  # what a person sees of a failed command's output (SPEC §5.7)
 
@@ -67,3 +70,21 @@ class CheckCache(StrictModel):
 
     contract: Literal["imm_action/check_cache/v1"] = "imm_action/check_cache/v1"
     entries: list[CachedCheck] = Field(default_factory=list)
+
+
+def parse_outcome(text: str) -> LaneOutcome | None:
+    """The outcome in an outcome commit's `outcome.json`; None when it is not one (then the
+    lane is treated as having published nothing)."""
+    try:
+        return LaneOutcome.model_validate_json(text)
+    except ValidationError:
+        return None
+
+
+def lane_commit_message(task_id: str, subject: str, batch_id: str) -> str:
+    """`imm(<task>): <subject>`, a blank line, and the batch trailer."""
+    return f"imm({task_id}): {subject}\n\n{BATCH_TRAILER}: {batch_id}\n"
+
+
+def carries_trailer(message: str, batch_id: str) -> bool:
+    return f"{BATCH_TRAILER}: {batch_id}" in (line.strip() for line in message.splitlines())

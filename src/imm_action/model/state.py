@@ -71,10 +71,16 @@ REASONED_STATES = frozenset({ChildState.NEEDS_HUMAN, ChildState.SKIPPED_BLOCKED}
 
 
 class GithubRunner(StrictModel):
+    """A lane attempt on GitHub Actions: one matrix job of workflow run `run_id`. `job` is the
+    job's name once it is found (before: the task id the name will carry); `job_id` and
+    `job_url` are recorded when a pass finds the job among the run's jobs."""
+
     kind: Literal["github"] = "github"
     run_id: Annotated[int, Field(ge=1)]
     run_attempt: Annotated[int, Field(ge=1)]
     job: str
+    job_id: Annotated[int, Field(ge=1)] | None = None
+    job_url: str | None = None
 
 
 class LocalRunner(StrictModel):

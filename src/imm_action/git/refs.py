@@ -1,4 +1,5 @@
-"""Where batch refs live: this repository, or a remote reached by fetch and atomic push."""
+"""Where batch refs live — this repository, or a remote reached by fetch and atomic push — and
+the one way they move: a compare-and-swap of several refs at once (SPEC §5.5)."""
 
 from __future__ import annotations
 
@@ -8,32 +9,12 @@ from typing import Protocol
 from imm_action.git.errors import GitConflict
 from imm_action.git.repo import GitRepo, RefUpdate
 
-BATCHES = "refs/imm/batches/"
-LANES = "refs/imm/lanes/"
-
-
-def batch_state_ref(batch_id: str) -> str:
-    return f"{BATCHES}{batch_id}"
-
-
-def lane_outcome_ref(batch_id: str, task_id: str) -> str:
-    return f"{LANES}{batch_id}/{task_id}"
-
-
-def batch_branch(slug: str) -> str:
-    return f"imm/{slug}"
-
-
-def lane_branch(slug: str, task_id: str) -> str:
-    return f"imm-lane/{slug}/{task_id}"
-
-
-def heads(branch: str) -> str:
-    return f"refs/heads/{branch}"
-
 
 class RefStore(Protocol):
-    """The refs a pass reads and moves. Objects are always made in `repo`."""
+    """The refs a pass reads and moves. Objects are always made in `repo`.
+
+    `compare_and_swap` moves every ref of one transaction or none; it raises `GitConflict` when
+    a ref is no longer at its expected old value (another writer was first)."""
 
     repo: GitRepo
 
@@ -77,14 +58,17 @@ class RemoteRefStore:
         self.remote = remote
 
     def refresh(self) -> None:
-        # Patterns, not names: a branch that does not exist yet must not fail the fetch.
-        self.repo.git.run(
-            [
-                "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head", self.remote,
-                f"+refs/heads/imm/*:{MIRROR}refs/heads/imm/*",
-                f"+refs/imm/*:{MIRROR}refs/imm/*",
-            ]
-        )  # fmt: skip
+        # Patterns, not names: a branch that does not exist yet must not fail the fetch. The
+        # fetch writes the mirror's refs, so it holds the ref lock like every writer of ours.
+        with self.repo.refs_locked():
+            self.repo.git.run(
+                [
+                    "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head",
+                    self.remote,
+                    f"+refs/heads/imm/*:{MIRROR}refs/heads/imm/*",
+                    f"+refs/imm/*:{MIRROR}refs/imm/*",
+                ]
+            )  # fmt: skip
 
     def read(self, names: Iterable[str]) -> dict[str, str | None]:
         wanted = list(names)

@@ -1,0 +1,19 @@
+"""Every reason code a reconcile pass writes (SPEC §5.2, §5.4). Only the decide room — this
+package's pure modules — spells them; drivers and git mechanics never do."""
+
+from __future__ import annotations
+
+from typing import Final
+
+PLAN_CHANGED: Final = "batch_plan_changed"
+LINEAGE_BROKEN: Final = "batch_head_lineage_broken"
+LANE_LOST: Final = "batch_lane_lost"
+CONFLICT: Final = "batch_integration_conflict"
+CHECK_FAILED: Final = "batch_integration_check_failed"
+CANCELLED: Final = "cancelled"
+
+# A parked child's pending dependents are skipped with this reason.
+DEPENDENCY_PARKED: Final = "dependency {task_id} parked"
+LANE_NEEDS_PERSON: Final = "the lane needs a person"
+
+ALL_CODES: Final = (PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED)

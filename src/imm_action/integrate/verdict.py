@@ -1,0 +1,157 @@
+"""Pure: what the batch state is after a pass (SPEC §5.2 step 7), and what to tell a person."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from imm_action.integrate.reasons import LINEAGE_BROKEN, PLAN_CHANGED
+from imm_action.integrate.transitions import admissions_used, child_of
+from imm_action.model.refs import batch_branch
+from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
+from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.text import plural
+
+
+@dataclass(frozen=True)
+class Verdict:
+    batch_state: BatchState
+    reason: str
+    next_action: str
+
+
+def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
+    """SPEC §5.2 step 7. Terminal states stay as they are."""
+    if state.batch_state.is_terminal:
+        return _terminal_verdict(state)
+    children = state.children
+    done = sum(1 for child in children if child.state.done)
+    branch = batch_branch(state.initiative_slug)
+    if done == len(children):
+        return Verdict(
+            BatchState.COMPLETED,
+            f"all {plural(done, 'task')} integrated into {branch}"
+            if done != 1
+            else f"the task is integrated into {branch}",
+            f"review {branch} and merge it into {state.base_ref}",
+        )
+    in_flight = [child.task_id for child in children if child.state.in_flight]
+    if in_flight or startable:
+        waiting = (
+            f"{plural(len(in_flight), 'lane')} in flight" if in_flight else "lanes ready to start"
+        )
+        return Verdict(
+            BatchState.RUNNING,
+            f"{done} of {plural(len(children), 'task')} integrated; {waiting}",
+            "wait for the running lanes" if in_flight else "start the admitted lanes",
+        )
+    parked = [child for child in children if child.state is ChildState.NEEDS_HUMAN]
+    if parked:
+        first = parked[0]
+        return Verdict(
+            BatchState.NEEDS_HUMAN,
+            f"task {first.task_id} needs a person: {first.reason}",
+            "fix the cause and commit the fix, then continue the batch (parked tasks run "
+            "again); or retry one task as it is",
+        )
+    pending = [child for child in children if child.state is ChildState.PENDING]
+    if pending and admissions_used(state) >= state.budget.max_children:
+        return Verdict(
+            BatchState.BUDGET_STOPPED,
+            f"the budget of {plural(state.budget.max_children, 'child', 'children')} is "
+            f"used; {len(pending)} {'waits' if len(pending) == 1 else 'wait'}",
+            "continue the batch to run the remaining tasks",
+        )
+    return Verdict(
+        BatchState.NEEDS_HUMAN,
+        "no child can start",
+        "check the skipped tasks' dependencies, then continue the batch",
+    )
+
+
+def plan_changed_verdict(state: BatchRunState) -> Verdict:
+    """A resumed batch whose plan digest no longer matches: nothing is parked silently; the
+    batch waits for a person to start it anew."""
+    return Verdict(
+        BatchState.NEEDS_HUMAN,
+        f"{PLAN_CHANGED}: the initiative or an intent changed since the batch started",
+        "continue the batch with the changed plan (tasks already integrated stay)",
+    )
+
+
+def _terminal_verdict(state: BatchRunState) -> Verdict:
+    branch = batch_branch(state.initiative_slug)
+    texts = {
+        BatchState.COMPLETED: ("all tasks are integrated", f"review {branch} and merge it"),
+        BatchState.CANCELLED: (
+            "the batch was cancelled",
+            f"continue the batch when ready, or start afresh from {state.base_ref}",
+        ),
+        BatchState.FAILED: (
+            _first_reason(state, "the batch failed"),
+            f"start afresh from {state.base_ref} ({branch} is archived first)",
+        ),
+        BatchState.BUDGET_STOPPED: (
+            "the budget is used",
+            "continue the batch to run the remaining tasks",
+        ),
+        BatchState.REJECTED: (
+            "the batch was rejected",
+            f"fix the plan, then start afresh from {state.base_ref}",
+        ),
+    }
+    reason, action = texts.get(state.batch_state, ("", ""))
+    return Verdict(state.batch_state, reason, action)
+
+
+def _first_reason(state: BatchRunState, default: str) -> str:
+    for child in state.children:
+        if child.reason and child.reason.startswith(LINEAGE_BROKEN):
+            return child.reason
+    return default
+
+
+def child_reason(state: BatchRunState, task_id: str) -> str | None:
+    """Why a child that is not done is where it is (every such child carries one)."""
+    child = child_of(state, task_id)
+    if child.state.done:
+        return None
+    if child.reason:
+        return child.reason
+    match child.state:
+        case ChildState.LANE_ADMITTED:
+            return "lane admitted; waiting for its outcome"
+        case ChildState.SETTLED | ChildState.LANE_COMMITTED:
+            return "lane committed; waiting for integration"
+        case _:
+            done = {c.task_id for c in state.children if c.state.done}
+            waiting = [need for need in child.blocked_by if need not in done]
+            return f"waiting for {', '.join(waiting)}" if waiting else "waiting for a lane"
+
+
+def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunReport:
+    return BatchRunReport(
+        contract=REPORT_CONTRACT,
+        batch_id=state.batch_id,
+        initiative_slug=state.initiative_slug,
+        batch_state=verdict.batch_state,
+        max_parallel=state.max_parallel,
+        children=[
+            ReportChild(
+                task_id=child.task_id,
+                state=child.state,
+                reason=child_reason(state, child.task_id),
+                commit=child.commit,
+                lane_branch=child.lane.branch if child.lane else None,
+                attempts=child.attempts,
+                qa_failures=child.qa_failures,
+                failures=list(child.failures),
+            )
+            for child in state.children
+        ],
+        commits=list(state.commits),
+        reason=verdict.reason,
+        next_action=verdict.next_action,
+        lanes_started=admissions_used(state) + sum(child.attempts for child in state.children),
+        created_at=now,
+    )

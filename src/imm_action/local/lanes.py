@@ -1,0 +1,193 @@
+"""Local lanes (SPEC §5.2 step 4): lane processes on this machine, behind `LaneRunners`.
+
+A local lane's runner records the pid of the coordinator (`imm run`) that owns it and the path
+of its log. The coordinator's own lanes are finished when it saw their process exit. A lane
+owned by another coordinator that is gone was orphaned by that death — a SIGKILL of `imm run`
+takes its lanes along — so it is started again without counting an attempt."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from imm_action.lanes.runners import (
+    FinishedWithOutcome,
+    FinishedWithoutOutcome,
+    LaneAtWork,
+    LaneStart,
+    Orphaned,
+    RunnerReport,
+    Running,
+)
+from imm_action.model.state import GithubRunner, LocalRunner, Runner
+
+STOP_GRACE_S = 10.0
+
+
+class LaneProcess(Protocol):
+    """A running lane, whichever way it was started."""
+
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+class LaneLauncher(Protocol):
+    """Starts `imm lane` for one admitted lane, writing its output to `log`."""
+
+    def __call__(self, batch_id: str, task_id: str, log: Path) -> LaneProcess: ...
+
+
+class ForkedLane:
+    """A lane forked from the coordinator: it inherits the imports already loaded, so a lane
+    starts in milliseconds instead of the ~0.2 s a fresh interpreter needs. It stays in the
+    coordinator's process group: a Ctrl-C or a kill of `imm run` ends its lanes too."""
+
+    def __init__(self, target: Callable[[], int]) -> None:
+        context = multiprocessing.get_context("fork")
+        self._process = context.Process(target=_exit_with, args=(target,), daemon=False)
+        self._process.start()
+        pid = self._process.pid
+        if pid is None:
+            raise OSError("the lane process did not start")
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(["imm lane"], timeout or 0)
+        return self._process.exitcode
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _exit_with(target: Callable[[], int]) -> None:
+    sys.exit(target())
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+@dataclass
+class RunningLane:
+    task_id: str
+    process: LaneProcess
+    log: Path
+    started: float
+
+
+class LocalLanes:
+    """`LaneRunners` for lanes on this machine. Without a launcher it only watches (a pass of
+    `imm reconcile` or `imm retry` run by hand): admitted lanes wait for `imm lane`."""
+
+    def __init__(
+        self,
+        own_pid: int,
+        launcher: LaneLauncher | None = None,
+        log_dir: Path | None = None,
+        on_event: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self._own_pid = own_pid
+        self._launcher = launcher
+        self._log_dir = log_dir
+        self._on_event = on_event
+        self.run_id = uuid.uuid4().hex[:8]
+        self.running: dict[str, RunningLane] = {}
+        self.exited: set[str] = set()  # log paths of our lanes whose process ended
+
+    def runner_for(self, task_id: str) -> Runner:
+        if self._launcher is None or self._log_dir is None:
+            return LocalRunner(path=f"(lane {task_id} not started)", pid=None)
+        log = self._log_dir / f"{task_id}-{self.run_id}-{uuid.uuid4().hex[:6]}.log"
+        return LocalRunner(path=str(log), pid=self._own_pid)
+
+    def start(self, lanes: Sequence[LaneStart]) -> None:
+        if self._launcher is None:
+            return
+        for lane in lanes:
+            runner = lane.runner
+            if lane.task_id in self.running or not isinstance(runner, LocalRunner):
+                continue
+            if runner.pid != self._own_pid:
+                continue  # another coordinator's lane, or one for `imm lane` by hand
+            log = Path(runner.path)
+            process = self._launcher(lane.batch_id, lane.task_id, log)
+            self.running[lane.task_id] = RunningLane(lane.task_id, process, log, time.monotonic())
+            self._on_event(f"lane {lane.task_id} started (log: {log})")
+
+    def reports(self, lanes: Sequence[LaneAtWork]) -> Mapping[str, RunnerReport]:
+        return {lane.task_id: self._report(lane.runner, lane.has_outcome) for lane in lanes}
+
+    def _report(self, runner: Runner, has_outcome: bool) -> RunnerReport:
+        match runner:
+            case LocalRunner(pid=None) | GithubRunner():
+                return Running()
+            case LocalRunner(pid=pid, path=path) if pid == self._own_pid:
+                if path not in self.exited:
+                    return Running()
+                return FinishedWithOutcome() if has_outcome else FinishedWithoutOutcome("exited")
+            case LocalRunner(pid=pid) if pid is not None and _alive(pid):
+                return Running()
+            case LocalRunner():
+                return FinishedWithOutcome() if has_outcome else Orphaned()
+
+    def reap(self) -> list[tuple[RunningLane, int]]:
+        """The lanes whose process ended since the last look, with their exit codes."""
+        ended: list[tuple[RunningLane, int]] = []
+        for lane in list(self.running.values()):
+            code = lane.process.poll()
+            if code is None:
+                continue
+            del self.running[lane.task_id]
+            self.exited.add(str(lane.log))
+            ended.append((lane, code))
+        return ended
+
+    def stop_all(self) -> None:
+        """End every running lane: SIGINT first, SIGKILL after a grace period."""
+        for lane in self.running.values():
+            if lane.process.poll() is None:
+                lane.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for lane in self.running.values():
+            try:
+                lane.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                lane.process.kill()
+                lane.process.wait()
+        self.running.clear()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,321 @@
+"""The reconcile pass driver (SPEC §5.2): observe → decide → apply, again on fresh refs when
+another writer was first. It holds no rule and no reason code: the facts come from
+`passes.observe`, every decision from `integrate.decide`, every write goes through
+`passes.apply`."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from imm_action.errors import ImmError, UsageError
+from imm_action.git.errors import GitConflict
+from imm_action.git.refs import RefStore
+from imm_action.git.repo import RefUpdate
+from imm_action.integrate import transitions as t
+from imm_action.integrate.decide import (
+    AdmissionRules,
+    BatchDecision,
+    Land,
+    Mutation,
+    Refuse,
+    ReportAgain,
+    Reread,
+    Resume,
+    Start,
+    StartRules,
+    all_settled,
+    apply_landing,
+    decide_admissions,
+    decide_batch,
+    decide_landings,
+    decide_start,
+    ready_to_integrate,
+    startable_children,
+)
+from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.store import StateStore, StoredBatch
+from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
+from imm_action.lanes.runners import LaneRunners
+from imm_action.model.plan import BatchPlan
+from imm_action.model.refs import batch_branch, heads, lane_branch
+from imm_action.model.state import (
+    STATE_CONTRACT,
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    StateBudget,
+)
+from imm_action.passes.apply import Applier
+from imm_action.passes.observe import observe_candidates, observe_pass
+from imm_action.verify.checks import ResultCache, Verifier
+
+MAX_LOST_RACES = 25
+
+
+def jittered_pause(lost: int) -> None:
+    """The one back-off between lost races: short, growing, and random so that racing passes
+    do not collide again in lockstep."""
+    time.sleep(random.uniform(0.005, 0.02 * (lost + 1)))
+
+
+@dataclass(frozen=True)
+class PassRequest:
+    slug: str
+    plan: BatchPlan
+    scopes: Mapping[str, tuple[str, ...]]
+    base_ref: str
+    base_head: str
+    authorized_by: str
+    new_batch_id: str  # the id a batch started by this pass gets
+    batch_id: str | None = None  # resume exactly this batch
+    admit: bool = False
+    start: bool = True  # may this pass start a new batch?
+    barrier_globs: tuple[str, ...] = ()
+    # A person's decision applied to the loaded state first (`imm retry`, `imm cancel`).
+    mutate: Mutation | None = None
+
+
+@dataclass
+class PassPorts:
+    refs: RefStore
+    lanes: LaneRunners
+    verifier: Callable[[ResultCache], Verifier]
+    clock: Callable[[], str]
+    log: Callable[[str], None] = field(default=lambda message: None)
+    pause: Callable[[int], None] = jittered_pause
+
+
+@dataclass(frozen=True)
+class PassResult:
+    stored: StoredBatch
+    admitted: tuple[str, ...]
+    integrated: tuple[str, ...]
+    races_lost: int
+
+
+class GaveUpError(ImmError):
+    """Too many lost races in a row: something else keeps moving the refs."""
+
+
+def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
+    """One pass, run again from scratch whenever another writer moved a ref first (a lost
+    CAS) or the refs looked half-moved (a decision to read them again)."""
+    results = ResultCache()  # survives lost races: a check already run is not run again
+    for lost in range(MAX_LOST_RACES):
+        ports.refs.refresh()
+        try:
+            done = _Pass(request, ports, results, lost).run()
+        except GitConflict as race:
+            detail = (race.stderr.strip().splitlines() or ["a ref moved"])[-1]
+            ports.log(f"lost a race ({detail}); re-running the pass on fresh refs ({lost + 1})")
+            ports.pause(lost)
+            continue
+        if isinstance(done, Reread):
+            ports.log(
+                f"lost a race ({done.why}; reading the refs again); re-running the pass on "
+                f"fresh refs ({lost + 1})"
+            )
+            ports.pause(lost)
+            continue
+        return PassResult(done.stored, done.admitted, done.integrated, lost)
+    raise GaveUpError(f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}")
+
+
+@dataclass
+class _Done:
+    stored: StoredBatch
+    admitted: tuple[str, ...] = ()
+    integrated: tuple[str, ...] = ()
+
+
+class _Pass:
+    def __init__(
+        self, request: PassRequest, ports: PassPorts, results: ResultCache, reads: int
+    ) -> None:
+        self.request = request
+        self.ports = ports
+        self.reads = reads
+        self.repo = ports.refs.repo
+        self.store = StateStore(ports.refs)
+        self.results = results
+        self.apply = Applier(self.store, results, ports.clock)
+        self.branch_ref = heads(batch_branch(request.slug))
+        self.rules = AdmissionRules(request.scopes, request.barrier_globs)
+
+    def run(self) -> _Done | Reread:
+        loaded = self._load_or_start()
+        if isinstance(loaded, Reread):
+            return loaded
+        stored = loaded
+        for entry in stored.cache.entries:
+            self.results.put(entry.tree, entry.descriptor_digest, entry.result)
+        state = self._mutated(stored.state)
+        head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
+        facts = observe_pass(self.ports.refs, state, head, self.ports.lanes, self.reads)
+        decision = decide_batch(state, self.request.plan.plan_digest, facts)
+        if isinstance(decision, Reread):
+            return decision
+        for note in decision.notes:
+            self.ports.log(note)
+        if decision.settled or head is None:
+            return _Done(self.apply.persist(stored, decision.state, self._settled(decision)))
+        return self._go_on(stored, decision.state, head)
+
+    def _mutated(self, state: BatchRunState) -> BatchRunState:
+        if self.request.mutate is None:
+            return state
+        if state.batch_state.is_terminal:
+            raise UsageError(f"batch {state.batch_id} is {state.batch_state}; nothing to change")
+        return self.request.mutate(state)
+
+    def _settled(self, decision: BatchDecision) -> Verdict:
+        if decision.plan_changed:
+            return plan_changed_verdict(decision.state)
+        return verdict(decision.state, [])
+
+    def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
+        stored, state, head, integrated = self._integrate(stored, state, head)
+        admitted: tuple[str, ...] = ()
+        if self.request.admit:
+            state, admitted = self._admit(state, head)
+        stored = self.apply.persist(stored, state, self._verdict(state))
+        return _Done(stored, admitted, integrated)
+
+    # -- step 1: load or start ------------------------------------------------------------------
+    def _load_or_start(self) -> StoredBatch | Reread:
+        wanted = self.request.batch_id
+        if wanted is not None:
+            found = self.store.load(wanted)
+            if found is None:
+                raise UsageError(f"no batch {wanted}")
+            if found.state.initiative_slug != self.request.slug:
+                raise UsageError(f"batch {wanted} belongs to {found.state.initiative_slug}")
+            return found
+        # Read the branch before the batches: a batch is created with its branch in one CAS, so
+        # a branch seen here means its batch is seen below (or the start loses the CAS).
+        existing = self.ports.refs.read([self.branch_ref])[self.branch_ref]
+        active = self.store.active(self.request.slug)
+        earlier = self.store.batches_of(self.request.slug)
+        plan = self.request.plan
+        rules = StartRules(
+            slug=self.request.slug,
+            base_ref=self.request.base_ref,
+            batch_branch=batch_branch(self.request.slug),
+            may_start=self.request.start,
+            enrollable=len(plan.enrollable),
+            active=active.state.batch_id if active else None,
+            latest=earlier[-1].state.batch_id if earlier else None,
+        )
+        facts = StartFacts(
+            branch_head=existing,
+            base_contains_branch=existing is not None
+            and self.repo.is_ancestor(existing, self.request.base_head),
+            all_settled=all_settled(
+                [b.state for b in earlier], [c.task_id for c in plan.enrollable]
+            ),
+            reads=self.reads,
+        )
+        match decide_start(rules, facts):
+            case Resume():
+                if active is None:
+                    raise UsageError(f"initiative {self.request.slug} has no active batch")
+                return active
+            case ReportAgain():
+                return earlier[-1]
+            case Refuse(message=message):
+                raise UsageError(message)
+            case Reread() as again:
+                return again
+            case Start(reset_from=reset_from):
+                return self._start(reset_from)
+
+    def _start(self, existing: str | None) -> StoredBatch:
+        now = self.ports.clock()
+        plan = self.request.plan
+        state = BatchRunState(
+            contract=STATE_CONTRACT,
+            batch_id=self.request.new_batch_id,
+            initiative_slug=self.request.slug,
+            carrier=plan.carrier,
+            plan_digest=plan.plan_digest,
+            base_ref=self.request.base_ref,
+            base_head=self.request.base_head,
+            branch=batch_branch(self.request.slug),
+            authorized_by=self.request.authorized_by,
+            confirmation_time=now,
+            budget=StateBudget(
+                max_children=plan.budget.max_children, qa_failure_limit=plan.budget.qa_failure_limit
+            ),
+            max_parallel=plan.max_parallel,
+            batch_state=BatchState.RUNNING,
+            children=_pending_children(plan),
+            commits=[],
+            adopted_heads=[],
+            created_at=now,
+            updated_at=now,
+        )
+        self.ports.log(f"starting batch {state.batch_id} at {self.request.base_head[:12]}")
+        # The branch is created (or reset from a finished batch) in the same CAS as the state.
+        branch = RefUpdate(self.branch_ref, self.request.base_head, existing)
+        first = verdict(state, [c.task_id for c in state.children])
+        return self.apply.start(state, first, branch)
+
+    # -- step 5: integration ---------------------------------------------------------------------
+    def _integrate(
+        self, stored: StoredBatch, state: BatchRunState, head: str
+    ) -> tuple[StoredBatch, BatchRunState, str, tuple[str, ...]]:
+        integrated: list[str] = []
+        while ready := ready_to_integrate(state):
+            verifier = self.ports.verifier(self.results)
+            chain = observe_candidates(self.repo, verifier, state, head, ready)
+            landing = decide_landings(head, chain)
+            for step in landing.steps:
+                state = apply_landing(state, step)
+                also: list[RefUpdate] = []
+                if isinstance(step, Land):
+                    also.append(RefUpdate(self.branch_ref, step.commit, step.head))
+                stored = self.apply.persist(stored, state, self._verdict(state), also)
+                if isinstance(step, Land):
+                    self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
+                    integrated.append(step.task_id)
+                    head = step.commit
+            if not landing.again:
+                break
+        return stored, state, head, tuple(integrated)
+
+    # -- step 6 and 7: admission and the verdict ----------------------------------------------
+    def _verdict(self, state: BatchRunState) -> Verdict:
+        return verdict(state, startable_children(state, self.rules))
+
+    def _admit(self, state: BatchRunState, head: str) -> tuple[BatchRunState, tuple[str, ...]]:
+        admits = decide_admissions(state, head, self.rules)
+        for admit in admits:
+            branch = lane_branch(state.initiative_slug, admit.task_id)
+            runner = self.ports.lanes.runner_for(admit.task_id)
+            state = t.admit(state, admit.task_id, admit.base_head, branch, runner)
+        return state, tuple(admit.task_id for admit in admits)
+
+
+def _pending_children(plan: BatchPlan) -> list[BatchChild]:
+    """The batch's children: the enrollable tasks in plan order. Settled dependencies are
+    done already, so `blocked_by` keeps only the enrollable ones."""
+    enrollable = {child.task_id for child in plan.enrollable}
+    return [
+        BatchChild(
+            task_id=child.task_id,
+            slice_id=child.slice_id,
+            blocked_by=[need for need in child.blocked_by if need in enrollable],
+            state=ChildState.PENDING,
+            reason=None,
+            commit=None,
+            lane=None,
+            qa_failures=0,
+            attempts=0,
+        )
+        for child in plan.children
+        if child.task_id in enrollable
+    ]

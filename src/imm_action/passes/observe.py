@@ -1,0 +1,229 @@
+"""Observe: what the world looks like to a pass — refs, lane outcomes, runner reports, and the
+candidates built and verified on the batch head. Nothing here decides; it only gathers facts
+for `imm_action.integrate.decide`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from pydantic import ValidationError
+
+from imm_action.git.candidate import Candidate, build_candidate
+from imm_action.git.refs import RefStore
+from imm_action.git.repo import GitRepo
+from imm_action.integrate.decide import refusal_of, waiting_lanes
+from imm_action.integrate.facts import (
+    CandidateFacts,
+    ChecksFact,
+    ChecksFound,
+    ChecksMissing,
+    CommitFact,
+    HeadFacts,
+    LaneFacts,
+    PassFacts,
+)
+from imm_action.lanes.outcome import read_outcome
+from imm_action.lanes.runners import (
+    FinishedWithoutOutcome,
+    LaneAtWork,
+    LaneRunners,
+    RunnerReport,
+)
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.intent import TaskIntent, intent_path
+from imm_action.model.outcome import LaneOutcome
+from imm_action.model.refs import lane_outcome_ref
+from imm_action.model.state import BatchChild, BatchRunState
+from imm_action.verify.checks import Check, TreeJob, Verifier
+
+
+def recorded_head(repo: GitRepo, state: BatchRunState) -> str:
+    """The newest head the state recorded: base, the last integration or the last adoption."""
+    marks = [state.base_head, *state.commits[-1:], *(a.to for a in state.adopted_heads[-1:])]
+    newest = marks[0]
+    for mark in marks[1:]:
+        if mark != newest and repo.is_ancestor(newest, mark):
+            newest = mark
+    return newest
+
+
+def observe_head(repo: GitRepo, state: BatchRunState, head: str | None) -> HeadFacts:
+    recorded = recorded_head(repo, state)
+    if head is None or head == recorded:
+        return HeadFacts(head, recorded, contains_recorded=head is not None)
+    if not repo.is_ancestor(recorded, head):
+        return HeadFacts(head, recorded, contains_recorded=False)
+    since = repo.commits_between(recorded, head)
+    infos = [repo.commit(oid) for oid in since]
+    single = [info for info in infos if len(info.parents) == 1]
+    lanes = [
+        c
+        for c in state.children
+        if c.state.in_flight and c.lane is not None and c.lane.lane_commit is not None
+    ]
+    pairs = [(info.parents[0], info.oid) for info in single]
+    pairs += [
+        (c.lane.base_head, c.lane.lane_commit) for c in lanes if c.lane and c.lane.lane_commit
+    ]
+    identities = repo.change_identities(pairs) if pairs else []
+    changes = dict(zip([info.oid for info in single], identities, strict=False))
+    lane_changes = dict(zip([c.task_id for c in lanes], identities[len(single) :], strict=True))
+    commits = tuple(
+        CommitFact(info.oid, info.subject, info.message, info.parents, changes.get(info.oid))
+        for info in infos
+    )
+    return HeadFacts(head, recorded, True, commits, lane_changes)
+
+
+def observe_lanes(
+    refs: RefStore, state: BatchRunState, runners: LaneRunners
+) -> dict[str, LaneFacts]:
+    """Each waiting lane's outcome and what its runner says. A runner that reports a lane
+    finished without an outcome is believed only after the outcome refs were read afresh: the
+    lane may have published just before it ended, after this pass first read the refs."""
+    waiting = waiting_lanes(state)
+    if not waiting:
+        return {}
+    outcomes = _outcomes(refs, state.batch_id, waiting)
+    reports = runners.reports(_at_work(waiting, outcomes))
+    ended = [c for c in waiting if _ended_without(reports.get(c.task_id))]
+    if ended:
+        refs.refresh()
+        outcomes.update(_outcomes(refs, state.batch_id, ended))
+        if any(_current(outcomes[c.task_id], c) for c in ended):
+            reports = {**reports, **runners.reports(_at_work(ended, outcomes))}
+    facts: dict[str, LaneFacts] = {}
+    for child in waiting:
+        outcome = outcomes[child.task_id]
+        commit = outcome.lane_commit if outcome else None
+        parents = refs.repo.commit(commit).parents if commit and refs.repo.resolve(commit) else None
+        report = reports.get(child.task_id)
+        if report is not None:
+            facts[child.task_id] = LaneFacts(outcome, parents, report)
+    return facts
+
+
+def _ended_without(report: RunnerReport | None) -> bool:
+    return isinstance(report, FinishedWithoutOutcome)
+
+
+def _outcomes(
+    refs: RefStore, batch_id: str, children: Sequence[BatchChild]
+) -> dict[str, LaneOutcome | None]:
+    names = {c.task_id: lane_outcome_ref(batch_id, c.task_id) for c in children}
+    commits = refs.read(names.values())
+    found: dict[str, LaneOutcome | None] = {}
+    for task_id, name in names.items():
+        commit = commits[name]
+        found[task_id] = read_outcome(refs.repo, commit) if commit else None
+    return found
+
+
+def _current(outcome: LaneOutcome | None, child: BatchChild) -> bool:
+    return outcome is not None and outcome.attempt == child.attempts
+
+
+def _at_work(
+    children: Sequence[BatchChild], outcomes: Mapping[str, LaneOutcome | None]
+) -> list[LaneAtWork]:
+    return [
+        LaneAtWork(c.task_id, c.lane.runner, _current(outcomes[c.task_id], c))
+        for c in children
+        if c.lane is not None
+    ]
+
+
+def observe_pass(
+    refs: RefStore, state: BatchRunState, head: str | None, runners: LaneRunners, reads: int
+) -> PassFacts:
+    head_facts = observe_head(refs.repo, state, head)
+    lanes = observe_lanes(refs, state, runners) if head_facts.contains_recorded else {}
+    return PassFacts(head_facts, lanes, reads)
+
+
+# -- candidates ----------------------------------------------------------------------------------
+def observe_candidates(
+    repo: GitRepo,
+    verifier: Verifier,
+    state: BatchRunState,
+    head: str,
+    ready: Sequence[BatchChild],
+) -> list[CandidateFacts]:
+    """Build a candidate for every ready lane speculatively, each on the one before (unless it
+    must not land), and verify the built ones in parallel."""
+    task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
+    chain: list[CandidateFacts] = []
+    tip = head
+    for child in ready:
+        lane = child.lane
+        if lane is None or lane.lane_commit is None:
+            continue
+        build = build_candidate(repo, tip, lane.base_head, lane.lane_commit)
+        checks: ChecksFact | None = None
+        if isinstance(build, Candidate):
+            checks = candidate_checks(
+                repo,
+                build.commit,
+                task_id=child.task_id,
+                lane_base=lane.base_head,
+                head=tip,
+                task_of_commit=task_of_commit,
+            )
+        entry = CandidateFacts(child.task_id, lane.base_head, lane.lane_commit, tip, build, checks)
+        chain.append(entry)
+        if isinstance(build, Candidate) and refusal_of(entry) is None:
+            task_of_commit[build.commit] = child.task_id
+            tip = build.commit
+    jobs = [
+        TreeJob(entry.build.tree, entry.checks.checks)
+        for entry in chain
+        if _verifiable(entry)
+        and isinstance(entry.build, Candidate)
+        and isinstance(entry.checks, ChecksFound)
+    ]
+    verified = iter(verifier.verify_many(jobs))
+    return [
+        replace(entry, results=tuple(next(verified))) if _verifiable(entry) else entry
+        for entry in chain
+    ]
+
+
+def _verifiable(entry: CandidateFacts) -> bool:
+    return (
+        isinstance(entry.build, Candidate)
+        and isinstance(entry.checks, ChecksFound)
+        and refusal_of(entry) is None
+    )
+
+
+def candidate_checks(
+    repo: GitRepo,
+    candidate: str,
+    *,
+    task_id: str,
+    lane_base: str,
+    head: str,
+    task_of_commit: Mapping[str, str],
+) -> ChecksFact:
+    """The descriptors a candidate must pass (SPEC §5.4): the child's acceptance plus that of
+    every sibling integrated since the lane base, read from the candidate's own intent files."""
+    since = [
+        task_of_commit[c] for c in repo.commits_between(lane_base, head) if c in task_of_commit
+    ]
+    checks: list[Check] = []
+    for owner in [task_id, *since]:
+        text = repo.read_file(candidate, intent_path(owner))
+        if text is None:
+            return ChecksMissing(owner, "absent")
+        try:
+            intent = TaskIntent.model_validate_json(text)
+            checks.extend(
+                Check(f"{owner}:{item.id}", parse_descriptor(item.verification))
+                for item in intent.acceptance
+            )
+        except (ValidationError, ValueError) as error:
+            return ChecksMissing(owner, "unreadable", str(error))
+    if not checks:
+        return ChecksMissing(None, "none")
+    return ChecksFound(tuple(checks))

@@ -1,0 +1,501 @@
+"""The decisions of a reconcile pass, as tables over states and facts — no git repository.
+
+Every reason code of SPEC §5.2/§5.4 has a row here; the facts are what observing would have
+found (refs, outcomes, runner reports, candidate builds and check results)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from imm_action.git.candidate import (
+    Candidate,
+    ChangeNotCarried,
+    LaneBaseNotInHead,
+    LaneParentsWrong,
+    MergeBaseForeign,
+    MergeConflicts,
+)
+from imm_action.integrate import reasons
+from imm_action.integrate import transitions as t
+from imm_action.integrate.decide import (
+    BatchDecision,
+    Land,
+    Park,
+    Refuse,
+    Reread,
+    Start,
+    StartRules,
+    decide_batch,
+    decide_landings,
+    decide_start,
+)
+from imm_action.integrate.facts import (
+    CandidateFacts,
+    ChecksFound,
+    ChecksMissing,
+    CommitFact,
+    HeadFacts,
+    LaneFacts,
+    PassFacts,
+    StartFacts,
+)
+from imm_action.integrate.verdict import plan_changed_verdict, verdict
+from imm_action.lanes.runners import (
+    FinishedWithoutOutcome,
+    JobFound,
+    Orphaned,
+    Running,
+)
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.outcome import OUTCOME_CONTRACT, CheckResult, LaneOutcome
+from imm_action.model.state import (
+    STATE_CONTRACT,
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    GithubRunner,
+    LocalRunner,
+    StateBudget,
+)
+from imm_action.verify.checks import Check
+from tests.conftest import descriptor
+
+NOW = "2026-12-02T10:00:00.000Z"
+DIGEST = "sha256:" + "0" * 64
+BATCH = "batch-x-1"
+JOB_URL = "https://github.example/acme/widgets/actions/runs/7/job/70"
+
+
+def oid(*parts: object) -> str:
+    return hashlib.sha1(repr(parts).encode()).hexdigest()
+
+
+BASE = oid("base")
+LANE_A = oid("lane", "a")
+HEAD = oid("head")
+
+
+def batch(*children: BatchChild, commits: tuple[str, ...] = ()) -> BatchRunState:
+    return BatchRunState(
+        contract=STATE_CONTRACT,
+        batch_id=BATCH,
+        initiative_slug="x",
+        carrier={"kind": "local", "path": "docs/initiatives/x.md"},  # type: ignore[arg-type]
+        plan_digest=DIGEST,
+        base_ref="main",
+        base_head=BASE,
+        branch="imm/x",
+        authorized_by="local:test",
+        confirmation_time=NOW,
+        budget=StateBudget(max_children=len(children), qa_failure_limit=2),
+        max_parallel=2,
+        batch_state=BatchState.RUNNING,
+        children=list(children),
+        commits=list(commits),
+        adopted_heads=[],
+        created_at=NOW,
+        updated_at=NOW,
+    )
+
+
+def pending(task: str, blocked_by: tuple[str, ...] = (), attempts: int = 0) -> BatchChild:
+    return BatchChild(
+        task_id=task,
+        slice_id=f"s-{task}",
+        blocked_by=list(blocked_by),
+        state=ChildState.PENDING,
+        reason=None,
+        commit=None,
+        lane=None,
+        qa_failures=0,
+        attempts=attempts,
+    )
+
+
+def admitted(task: str, *, attempts: int = 0, on_github: bool = False) -> BatchRunState:
+    """A batch of `task` (admitted on BASE) and `dependent` (pending, blocked by it)."""
+    state = batch(pending(task, attempts=attempts), pending("dependent", (task,)))
+    runner = (
+        GithubRunner(run_id=7, run_attempt=1, job=task)
+        if on_github
+        else LocalRunner(path="lane.log", pid=None)
+    )
+    return t.admit(state, task, BASE, f"imm-lane/x/{task}", runner)
+
+
+def outcome(
+    task: str,
+    *,
+    attempt: int = 0,
+    commit: str | None = LANE_A,
+    state: str = "settled",
+    reason: str | None = None,
+) -> LaneOutcome:
+    return LaneOutcome(
+        contract=OUTCOME_CONTRACT,
+        batch_id=BATCH,
+        task_id=task,
+        attempt=attempt,
+        state=state,
+        reason=reason,
+        qa_failures=1,
+        findings=[],
+        lane_commit=commit,  # type: ignore[arg-type]
+    )
+
+
+def calm_head() -> HeadFacts:
+    return HeadFacts(head=BASE, recorded=BASE, contains_recorded=True)
+
+
+def lanes_pass(state: BatchRunState, facts: LaneFacts, reads: int = 0) -> BatchDecision:
+    decided = decide_batch(state, DIGEST, PassFacts(calm_head(), {"a": facts}, reads))
+    assert isinstance(decided, BatchDecision)
+    return decided
+
+
+def child(state: BatchRunState, task: str = "a") -> BatchChild:
+    return t.child_of(state, task)
+
+
+# -- §5.2: every reason code a pass writes, one row each ----------
+@dataclass(frozen=True)
+class Row:
+    decide: Callable[[], BatchRunState]
+    task: str
+    reason_starts: str
+    reason_has: tuple[str, ...] = ()
+
+
+def _plan_changed() -> BatchRunState:
+    decided = decide_batch(admitted("a"), "sha256:" + "1" * 64, PassFacts(calm_head()))
+    assert isinstance(decided, BatchDecision)
+    assert decided.plan_changed
+    assert decided.state.batch_state is BatchState.NEEDS_HUMAN
+    # the batch, not a child, carries the reason: the verdict says it
+    reason = plan_changed_verdict(decided.state).reason
+    return decided.state.model_copy(
+        update={
+            "children": [c.model_copy(update={"reason": reason}) for c in decided.state.children]
+        }
+    )
+
+
+def _branch_deleted() -> BatchRunState:
+    facts = PassFacts(HeadFacts(head=None, recorded=BASE, contains_recorded=False), reads=3)
+    decided = decide_batch(admitted("a"), DIGEST, facts)
+    assert isinstance(decided, BatchDecision)
+    assert decided.state.batch_state is BatchState.FAILED
+    return decided.state
+
+
+def _branch_rewritten() -> BatchRunState:
+    facts = PassFacts(HeadFacts(head=HEAD, recorded=BASE, contains_recorded=False), reads=3)
+    decided = decide_batch(admitted("a"), DIGEST, facts)
+    assert isinstance(decided, BatchDecision)
+    return decided.state
+
+
+def _lane_commit_off_base() -> BatchRunState:
+    facts = LaneFacts(outcome("a"), (oid("elsewhere"),), Running())
+    return lanes_pass(admitted("a"), facts).state
+
+
+def _lost_three_times() -> BatchRunState:
+    state = admitted("a", attempts=2, on_github=True)
+    facts = LaneFacts(None, None, FinishedWithoutOutcome("cancelled", JOB_URL))
+    return lanes_pass(state, facts).state
+
+
+def _landing(
+    build: object, checks: object = None, results: tuple[CheckResult, ...] = ()
+) -> BatchRunState:
+    state = admitted("a")
+    state = t.lane_committed(state, "a", LANE_A, 0)
+    entry = CandidateFacts("a", BASE, LANE_A, HEAD, build, checks, results)  # type: ignore[arg-type]
+    decided = decide_landings(HEAD, [entry])
+    for step in decided.steps:
+        if isinstance(step, Park):
+            state = t.park(state, step.task_id, step.reason)
+    return state
+
+
+CANDIDATE = Candidate(oid("candidate"), oid("tree"), HEAD, BASE, LANE_A)
+
+
+def _checks() -> ChecksFound:
+    return ChecksFound((Check("a:ok", parse_descriptor(descriptor(["-c", "pass"]))),))
+
+
+def _failed(check_id: str) -> CheckResult:
+    return CheckResult(
+        check_id=check_id,
+        passed=False,
+        exit_code=1,
+        duration_ms=3,
+        timed_out=False,
+        output_limited=False,
+        changed_outside=[],
+        output_tail="no",
+        error=None,
+    )
+
+
+ROWS = {
+    "plan digest changed": Row(_plan_changed, "a", reasons.PLAN_CHANGED),
+    "branch deleted": Row(_branch_deleted, "a", reasons.LINEAGE_BROKEN, ("was deleted",)),
+    "branch rewritten": Row(
+        _branch_rewritten, "a", reasons.LINEAGE_BROKEN, ("does not contain the recorded head",)
+    ),
+    "lane commit not on its base": Row(
+        _lane_commit_off_base, "a", reasons.LINEAGE_BROKEN, ("expected only the lane base",)
+    ),
+    "lane lost a third time": Row(
+        _lost_three_times, "a", reasons.LANE_LOST, ("cancelled", JOB_URL, "3 lost attempts")
+    ),
+    "lane commit with two parents": Row(
+        lambda: _landing(LaneParentsWrong((BASE, HEAD))),
+        "a",
+        reasons.LINEAGE_BROKEN,
+        ("2 parents, expected exactly one",),
+    ),
+    "lane commit on another parent": Row(
+        lambda: _landing(LaneParentsWrong((HEAD,))),
+        "a",
+        reasons.LINEAGE_BROKEN,
+        ("does not descend from lane base",),
+    ),
+    "lane base not in the head": Row(
+        lambda: _landing(LaneBaseNotInHead()),
+        "a",
+        reasons.LINEAGE_BROKEN,
+        ("is not an ancestor of batch head",),
+    ),
+    "foreign merge base": Row(
+        lambda: _landing(MergeBaseForeign((oid("x"),))),
+        "a",
+        reasons.LINEAGE_BROKEN,
+        ("not the lane base",),
+    ),
+    "textual conflict": Row(
+        lambda: _landing(MergeConflicts(("shared.txt", "z.txt"))),
+        "a",
+        reasons.CONFLICT,
+        ("in: shared.txt, z.txt",),
+    ),
+    "change not carried": Row(
+        lambda: _landing(ChangeNotCarried(oid("c"))),
+        "a",
+        reasons.CONFLICT,
+        ("does not carry exactly the change",),
+    ),
+    "check failed on candidate": Row(
+        lambda: _landing(CANDIDATE, _checks(), (_failed("a:ok"),)),
+        "a",
+        reasons.CHECK_FAILED,
+        (f"a:ok failed on candidate {CANDIDATE.commit}",),
+    ),
+    "no descriptor on candidate": Row(
+        lambda: _landing(CANDIDATE, ChecksMissing(None, "none")),
+        "a",
+        reasons.CHECK_FAILED,
+        ("no descriptor to rerun",),
+    ),
+    "intent absent from candidate": Row(
+        lambda: _landing(CANDIDATE, ChecksMissing("a", "absent")),
+        "a",
+        reasons.CHECK_FAILED,
+        ("intent of a is absent from candidate",),
+    ),
+    "intent unreadable in candidate": Row(
+        lambda: _landing(CANDIDATE, ChecksMissing("a", "unreadable", "bad json")),
+        "a",
+        reasons.CHECK_FAILED,
+        ("intent of a is unreadable", "bad json"),
+    ),
+    "cancelled by a person": Row(lambda: t.cancel(admitted("a")), "a", reasons.CANCELLED),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_each_reason_code_is_decided_from_facts_alone(name: str) -> None:
+    row = ROWS[name]
+    parked = child(row.decide(), row.task)
+    assert parked.reason is not None
+    assert parked.reason.startswith(row.reason_starts)
+    for part in row.reason_has:
+        assert part in parked.reason
+
+
+def test_the_table_covers_every_reason_code() -> None:
+    covered = {row.reason_starts for row in ROWS.values()}
+    assert covered == set(reasons.ALL_CODES)
+
+
+def test_a_parked_child_skips_its_pending_dependents() -> None:
+    state = _landing(MergeConflicts(("shared.txt",)))
+    assert child(state, "dependent").state is ChildState.SKIPPED_BLOCKED
+    assert child(state, "dependent").reason == "dependency a parked"
+
+
+# -- lineage: believed only after reading again ----------
+def test_a_broken_lineage_is_read_again_before_it_is_believed() -> None:
+    facts = PassFacts(HeadFacts(head=None, recorded=BASE, contains_recorded=False), reads=0)
+    assert isinstance(decide_batch(admitted("a"), DIGEST, facts), Reread)
+
+
+def test_a_terminal_batch_stays_as_it_is() -> None:
+    cancelled = t.cancel(admitted("a"))
+    decided = decide_batch(cancelled, "sha256:" + "1" * 64, PassFacts(calm_head()))
+    assert isinstance(decided, BatchDecision)
+    assert decided.settled
+    assert decided.state == cancelled
+
+
+# -- adoption (SPEC §5.2 steps 2 and 3) ----------
+def _committed_a() -> BatchRunState:
+    return t.lane_committed(admitted("a"), "a", LANE_A, 0)
+
+
+CHANGE = {"a.txt": "100644 " + oid("blob")}
+
+
+def _commit(name: str, subject: str, trailer: bool, change: dict[str, str]) -> CommitFact:
+    message = f"{subject}\n\nImmune-Brain-Batch: {BATCH}\n" if trailer else f"{subject}\n"
+    return CommitFact(oid(name), subject, message, (BASE,), change)
+
+
+def _adopting(*commits: CommitFact) -> BatchRunState:
+    head = HeadFacts(commits[-1].oid, BASE, True, commits, {"a": CHANGE})
+    decided = decide_batch(_committed_a(), DIGEST, PassFacts(head))
+    assert isinstance(decided, BatchDecision)
+    return decided.state
+
+
+def test_an_integration_a_crash_left_unrecorded_is_adopted() -> None:
+    found = _commit("orphan", "imm(a): Do a", True, CHANGE)
+    state = _adopting(found)
+    assert child(state).state is ChildState.INTEGRATED
+    assert state.commits == [found.oid]
+    assert state.adopted_heads == []
+
+
+def test_a_commit_pushed_by_a_person_is_adopted_as_the_head() -> None:
+    pushed = _commit("person", "fix a typo", False, {"b.txt": "100644 " + oid("b")})
+    state = _adopting(pushed)
+    assert child(state).state is ChildState.LANE_COMMITTED
+    assert [(a.from_, a.to) for a in state.adopted_heads] == [(BASE, pushed.oid)]
+
+
+def test_a_commit_with_the_trailer_but_another_change_is_not_taken_for_the_lane() -> None:
+    forged = _commit("forged", "imm(a): Do a", True, {"a.txt": "100644 " + oid("other")})
+    state = _adopting(forged)
+    assert child(state).state is ChildState.LANE_COMMITTED
+    assert state.commits == []
+
+
+# -- lanes (SPEC §5.2 step 4) ----------
+def test_a_settled_outcome_of_this_attempt_moves_the_child_to_lane_committed() -> None:
+    state = lanes_pass(admitted("a"), LaneFacts(outcome("a"), (BASE,), Running())).state
+    assert child(state).state is ChildState.LANE_COMMITTED
+    assert child(state).qa_failures == 1
+
+
+def test_an_outcome_of_an_earlier_attempt_is_not_taken() -> None:
+    state = admitted("a", attempts=1)
+    after = lanes_pass(state, LaneFacts(outcome("a", attempt=0), (BASE,), Running())).state
+    assert child(after).state is ChildState.LANE_ADMITTED
+
+
+def test_a_lane_that_needs_a_person_parks_with_its_own_reason() -> None:
+    facts = LaneFacts(
+        outcome("a", commit=None, state="needs_human", reason="lane_empty: x"), None, Running()
+    )
+    assert child(lanes_pass(admitted("a"), facts).state).reason == "lane_empty: x"
+
+
+@pytest.mark.parametrize("conclusion", ["failure", "cancelled", "timed_out", "skipped"])
+def test_a_lane_lost_before_its_third_attempt_goes_back_to_pending(conclusion: str) -> None:
+    facts = LaneFacts(None, None, FinishedWithoutOutcome(conclusion, JOB_URL))
+    lost = child(lanes_pass(admitted("a", attempts=1, on_github=True), facts).state)
+    assert (lost.state, lost.attempts, lost.lane) == (ChildState.PENDING, 2, None)
+
+
+def test_an_orphaned_lane_goes_back_to_pending_without_counting_an_attempt() -> None:
+    again = child(lanes_pass(admitted("a"), LaneFacts(None, None, Orphaned())).state)
+    assert (again.state, again.attempts) == (ChildState.PENDING, 0)
+
+
+def test_a_running_lane_waits_and_its_job_is_recorded_when_found() -> None:
+    job = JobFound(70, "lane (a)", JOB_URL)
+    state = lanes_pass(admitted("a", on_github=True), LaneFacts(None, None, Running(job))).state
+    lane = child(state).lane
+    assert lane is not None
+    assert child(state).state is ChildState.LANE_ADMITTED
+    assert isinstance(lane.runner, GithubRunner)
+    assert (lane.runner.job_id, lane.runner.job, lane.runner.job_url) == (70, "lane (a)", JOB_URL)
+
+
+# -- landing (SPEC §5.4) ----------
+def test_candidates_land_in_order_and_a_stale_one_waits_for_the_next_round() -> None:
+    first = CandidateFacts("a", BASE, LANE_A, HEAD, CANDIDATE, _checks())
+    second_candidate = Candidate(oid("c2"), oid("t2"), CANDIDATE.commit, BASE, oid("lane", "b"))
+    second = CandidateFacts(
+        "b", BASE, oid("lane", "b"), CANDIDATE.commit, second_candidate, _checks()
+    )
+    stale_candidate = Candidate(oid("c3"), oid("t3"), oid("elsewhere"), BASE, oid("lane", "c"))
+    stale = CandidateFacts(
+        "c", BASE, oid("lane", "c"), oid("elsewhere"), stale_candidate, _checks()
+    )
+    decided = decide_landings(HEAD, [first, second, stale])
+    assert decided.steps == (
+        Land("a", CANDIDATE.commit, HEAD),
+        Land("b", second_candidate.commit, CANDIDATE.commit),
+    )
+    assert decided.again
+
+
+def test_a_failed_check_ends_the_round_after_parking() -> None:
+    failing = CandidateFacts("a", BASE, LANE_A, HEAD, CANDIDATE, _checks(), (_failed("a:ok"),))
+    after = CandidateFacts("b", BASE, oid("b"), CANDIDATE.commit, CANDIDATE, _checks())
+    decided = decide_landings(HEAD, [failing, after])
+    assert [type(step) for step in decided.steps] == [Park]
+    assert decided.again
+
+
+# -- starting (SPEC §5.2 step 1) ----------
+RULES = StartRules(slug="x", base_ref="main", batch_branch="imm/x", may_start=True, enrollable=2)
+
+
+def test_a_new_batch_resets_a_branch_its_base_already_contains() -> None:
+    facts = StartFacts(branch_head=BASE, base_contains_branch=True, all_settled=False)
+    assert decide_start(RULES, facts) == Start(reset_from=BASE)
+
+
+def test_a_branch_holding_work_outside_the_base_is_refused_once_read_again() -> None:
+    seen = StartFacts(branch_head=HEAD, base_contains_branch=False, all_settled=False, reads=0)
+    believed = StartFacts(branch_head=HEAD, base_contains_branch=False, all_settled=False, reads=3)
+    assert isinstance(decide_start(RULES, seen), Reread)
+    refused = decide_start(RULES, believed)
+    assert isinstance(refused, Refuse)
+    assert "holds work that is not in main" in refused.message
+
+
+def test_nothing_enrollable_starts_nothing() -> None:
+    rules = StartRules(
+        slug="x", base_ref="main", batch_branch="imm/x", may_start=True, enrollable=0
+    )
+    facts = StartFacts(branch_head=None, base_contains_branch=False, all_settled=False)
+    assert isinstance(decide_start(rules, facts), Refuse)
+
+
+def test_the_verdict_of_a_batch_with_a_parked_child_names_it() -> None:
+    state = _landing(MergeConflicts(("shared.txt",)))
+    decided = verdict(state, [])
+    assert decided.batch_state is BatchState.NEEDS_HUMAN
+    assert decided.reason.startswith("task a needs a person: batch_integration_conflict")
