@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from imm_action.carriers.source import InitiativeSource
     from imm_action.commands.reconcile import GitHubReporting
     from imm_action.github.client import GitHubClient
+    from imm_action.lanes.github import GitHubRun
     from imm_action.ports import Ports
 from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INVALID_INPUT, UsageError
 from imm_action.exits import run_guarded
@@ -206,7 +207,20 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         max_parallel=ns.max_parallel,
         actions=_actions_files(),
     )
-    return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting))
+    return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
+
+
+def _github_run() -> GitHubRun | None:
+    """The workflow run a pass runs in, inside GitHub Actions: the lanes it admits are that
+    run's matrix jobs, and the jobs of lanes in flight are read through the API."""
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if os.environ.get("GITHUB_ACTIONS") != "true" or not run_id.isdigit():
+        return None
+    from imm_action.lanes.github import GitHubRun
+
+    client, _ = _github_client("imm reconcile in GitHub Actions (to watch its lane jobs)")
+    attempt = os.environ.get("GITHUB_RUN_ATTEMPT", "1")
+    return GitHubRun(client, int(run_id), int(attempt) if attempt.isdigit() else 1)
 
 
 def _status(ns: argparse.Namespace, io: CommandIO) -> int:

@@ -74,6 +74,7 @@ TEMPLATES = {
     "get_workflow": f"{_R}/actions/workflows/{{workflow_id}}",
     "dispatch": f"{_R}/actions/workflows/{{workflow_id}}/dispatches",
     "list_runs": f"{_R}/actions/runs", "list_jobs": f"{_R}/actions/runs/{{run_id}}/jobs",
+    "get_run": f"{_R}/actions/runs/{{run_id}}",
     "cancel_run": f"{_R}/actions/runs/{{run_id}}/cancel", "get_commit": f"{_R}/commits/{{ref}}",
 }  # fmt: skip
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
@@ -430,22 +431,7 @@ def dispatch(call: Call) -> tuple[int, Any]:
         _check_inputs(call.repo.dispatch_inputs.get(workflow["path"].rsplit("/", 1)[1]), inputs)
         run_id = call.state.next_id()
         call.repo.dispatches.append({"workflow": workflow["path"], "ref": ref, "inputs": inputs})
-        base = call.state.api(f"/repos/{call.repo.full_name}/actions/runs/{run_id}")
-        minimal = {key: value for key, value in call.state.repo_json(call.repo).items()
-                   if key not in ("permissions", "license")}  # fmt: skip
-        call.repo.runs[run_id] = {
-            "id": run_id, "node_id": f"WFR_{run_id}", "name": workflow["name"],
-            "display_title": workflow["name"], "workflow_id": workflow["id"], "run_number": len(call.repo.runs) + 1,
-            "status": "queued", "conclusion": None, "event": "workflow_dispatch", "head_branch": ref,
-            "head_sha": "0" * 40, "run_attempt": 1, "path": workflow["path"], "created_at": now_iso(),
-            "updated_at": now_iso(), "url": base,
-            "html_url": f"https://github.example/{call.repo.full_name}/actions/runs/{run_id}",
-            "jobs_url": f"{base}/jobs", "logs_url": f"{base}/logs", "cancel_url": f"{base}/cancel",
-            "rerun_url": f"{base}/rerun", "artifacts_url": f"{base}/artifacts",
-            "check_suite_url": call.state.api(f"/repos/{call.repo.full_name}/check-suites/1"),
-            "workflow_url": workflow["url"], "head_commit": None, "pull_requests": [],
-            "head_repository": minimal, "repository": minimal, "jobs": [],
-        }  # fmt: skip
+        call.repo.runs[run_id] = workflow_run(call.state, call.repo, workflow, ref, run_id)
         return 204, None
 
 
@@ -462,6 +448,56 @@ def _check_inputs(declared: dict[str, bool] | None, inputs: Json) -> None:
             raise ApiError(422, f"Required input '{name}' not provided")
 
 
+def workflow_run(state: FakeState, repo: FakeRepo, workflow: Json, ref: str, run_id: int) -> Json:
+    """A queued `workflow_dispatch` run of `workflow`, as GitHub describes one."""
+    base = state.api(f"/repos/{repo.full_name}/actions/runs/{run_id}")
+    minimal = {key: value for key, value in state.repo_json(repo).items()
+               if key not in ("permissions", "license")}  # fmt: skip
+    return {
+        "id": run_id, "node_id": f"WFR_{run_id}", "name": workflow["name"],
+        "display_title": workflow["name"], "workflow_id": workflow["id"], "run_number": len(repo.runs) + 1,
+        "status": "queued", "conclusion": None, "event": "workflow_dispatch", "head_branch": ref,
+        "head_sha": "0" * 40, "run_attempt": 1, "path": workflow["path"], "created_at": now_iso(),
+        "updated_at": now_iso(), "url": base,
+        "html_url": f"https://github.example/{repo.full_name}/actions/runs/{run_id}",
+        "jobs_url": f"{base}/jobs", "logs_url": f"{base}/logs", "cancel_url": f"{base}/cancel",
+        "rerun_url": f"{base}/rerun", "artifacts_url": f"{base}/artifacts",
+        "check_suite_url": state.api(f"/repos/{repo.full_name}/check-suites/1"),
+        "workflow_url": workflow["url"], "head_commit": None, "pull_requests": [],
+        "head_repository": minimal, "repository": minimal,
+    }  # fmt: skip
+
+
+def workflow_job(
+    state: FakeState, repo: FakeRepo, run: Json, job_id: int, *, name: str, created_at: str
+) -> Json:
+    """A queued job of `run`, as GitHub describes one."""
+    base = state.api(f"/repos/{repo.full_name}/actions/jobs/{job_id}")
+    return {
+        "id": job_id, "run_id": run["id"], "run_url": run["url"], "run_attempt": run["run_attempt"],
+        "node_id": f"CR_{job_id}", "head_sha": run["head_sha"], "url": base,
+        "html_url": f"https://github.example/{repo.full_name}/actions/runs/{run['id']}/job/{job_id}",
+        "status": "queued", "conclusion": None, "created_at": created_at, "started_at": created_at,
+        "completed_at": None, "name": name, "steps": [],
+        "check_run_url": state.api(f"/repos/{repo.full_name}/check-runs/{job_id}"),
+        "labels": ["ubuntu-latest"], "runner_id": None, "runner_name": None,
+        "runner_group_id": None, "runner_group_name": None, "workflow_name": run["name"],
+        "head_branch": run["head_branch"],
+    }  # fmt: skip
+
+
+def _run(call: Call) -> Json:
+    run = call.repo.runs.get(call.number("run_id"))
+    if run is None:
+        raise ApiError(404, "Not Found")
+    return run
+
+
+@route("GET", "{REPO}/actions/runs/(?P<run_id>[0-9]+)")
+def get_run(call: Call) -> tuple[int, Any]:
+    return 200, _run(call)
+
+
 @route("GET", "{REPO}/actions/runs")
 def list_runs(call: Call) -> tuple[int, Any]:
     runs = sorted(call.repo.runs.values(), key=lambda run: -run["id"])
@@ -470,11 +506,15 @@ def list_runs(call: Call) -> tuple[int, Any]:
 
 @route("GET", "{REPO}/actions/runs/(?P<run_id>[0-9]+)/jobs")
 def list_jobs(call: Call) -> tuple[int, Any]:
-    run = call.repo.runs.get(call.number("run_id"))
-    if run is None:
-        raise ApiError(404, "Not Found")
-    jobs = run.get("jobs", [])
-    return 200, {"total_count": len(jobs), "jobs": jobs}
+    """The run's jobs, `filter=latest` (GitHub's default: the latest attempt) or `all`; paged
+    like GitHub pages this endpoint (`total_count` and the page's `jobs`)."""
+    run = _run(call)
+    wanted = call.query.get("filter", ["latest"])[0]
+    if wanted not in ("latest", "all"):
+        raise ApiError(422, "Invalid request.\n\nfilter must be one of latest, all.")
+    jobs = [job for job in call.repo.jobs.values() if job["run_id"] == run["id"]
+            and (wanted == "all" or job["run_attempt"] == run["run_attempt"])]  # fmt: skip
+    return 200, {"total_count": len(jobs), "jobs": sorted(jobs, key=lambda job: job["id"])}
 
 
 @route("POST", "{REPO}/actions/runs/(?P<run_id>[0-9]+)/cancel")

@@ -15,8 +15,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fake_github.faults import Fault, FaultPlan
-from tests.fake_github.routes import ROUTES, ApiError, Call
-from tests.fake_github.state import FakeRepo, FakeState
+from tests.fake_github.routes import ROUTES, ApiError, Call, workflow_job, workflow_run
+from tests.fake_github.state import FakeRepo, FakeState, now_iso
+
+# The one listing GitHub pages inside an object that the product reads page by page.
+_PAGED_IN_OBJECT = "jobs"
 
 DOCS = "https://docs.github.com/rest"
 SECONDARY_LIMIT_MESSAGE = (
@@ -169,6 +172,54 @@ class FakeGitHub:
         with self._lock:
             self.repo(full_name).unindexed.add(number)
 
+    def add_run(self, full_name: str, workflow_file: str = "imm-batch.yml") -> int:
+        """A workflow run in progress (as if the workflow had been dispatched and started)."""
+        repo = self.repo(full_name)
+        with self._lock:
+            run_id = self.state.next_id()
+            run = workflow_run(self.state, repo, repo.workflows[workflow_file], "main", run_id)
+            repo.runs[run_id] = {**run, "status": "in_progress"}
+            return run_id
+
+    def add_job(
+        self, full_name: str, run_id: int, name: str, *, created_at: str | None = None
+    ) -> int:
+        """A queued job of a run (a matrix job gets a name like `lane (t1)`)."""
+        repo = self.repo(full_name)
+        with self._lock:
+            job_id = self.state.next_id()
+            run = repo.runs[run_id]
+            job = workflow_job(
+                self.state, repo, run, job_id, name=name, created_at=created_at or now_iso()
+            )
+            repo.jobs[job_id] = job
+            return job_id
+
+    def move_job(
+        self, full_name: str, job_id: int, status: str, conclusion: str | None = None
+    ) -> None:
+        """Move a job along GitHub's lifecycle: in_progress, or completed with a conclusion."""
+        if status not in ("queued", "in_progress", "completed", "waiting", "requested", "pending"):
+            raise ValueError(f"GitHub has no job status {status!r}")
+        if (status == "completed") != (conclusion is not None):
+            raise ValueError("a job has a conclusion exactly when it is completed")
+        with self._lock:
+            job = self.repo(full_name).jobs[job_id]
+            job.update(status=status, conclusion=conclusion)
+            if status == "in_progress":
+                job.update(started_at=now_iso(), runner_id=1, runner_name="GitHub Actions 1",
+                           runner_group_id=1, runner_group_name="GitHub Actions")  # fmt: skip
+            if status == "completed":
+                job["completed_at"] = now_iso()
+
+    def delete_run(self, full_name: str, run_id: int) -> None:
+        """The run is gone (deleted, or past its retention): its jobs go with it."""
+        repo = self.repo(full_name)
+        with self._lock:
+            del repo.runs[run_id]
+            for job_id in [j for j, job in repo.jobs.items() if job["run_id"] == run_id]:
+                del repo.jobs[job_id]
+
     def repo(self, full_name: str) -> FakeRepo:
         return self.state.repos[full_name]
 
@@ -231,6 +282,10 @@ class FakeGitHub:
     def _paginate(
         self, status: int, payload: Any, path: str, query: dict[str, list[str]]
     ) -> _Response:
+        # GitHub pages some listings inside an object: `{"total_count": n, "jobs": [...]}`.
+        if isinstance(payload, dict) and isinstance(payload.get(_PAGED_IN_OBJECT), list):
+            paged = self._paginate(status, payload[_PAGED_IN_OBJECT], path, query)
+            return _Response(status, {**payload, _PAGED_IN_OBJECT: paged.payload}, paged.headers)
         if not isinstance(payload, list):
             return _Response(status, payload, {})
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)

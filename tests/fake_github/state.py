@@ -50,6 +50,7 @@ class FakeRepo:
     dispatches: list[Json] = field(default_factory=list)
     dispatch_inputs: dict[str, dict[str, bool]] = field(default_factory=dict)  # file -> inputs
     runs: dict[int, Json] = field(default_factory=dict)
+    jobs: dict[int, Json] = field(default_factory=dict)  # job id -> job (its run in run_id)
     sub_issues: dict[int, list[int]] = field(default_factory=dict)  # parent -> children
     blocked_by: dict[int, list[int]] = field(default_factory=dict)  # issue -> blockers
     check_runs_refused: bool = False  # a token without checks:write gets 403 on check runs

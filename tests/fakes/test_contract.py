@@ -50,7 +50,14 @@ def exercise_every_route(fake: FakeGitHub) -> None:
     client.permission("writer")
     client.dispatch("imm-batch.yml", "main", {"initiative": "x"})
     runs = list(repo.get_workflow_runs())
+    job = fake.add_job(REPO, runs[0].id, "lane (x)")
+    fake.move_job(REPO, job, "in_progress")
+    fake.add_job(REPO, runs[0].id, "lane (y)")
     list(runs[0].jobs())
+    assert [j.name for j in client.run_jobs(runs[0].id) or []] == ["lane (x)", "lane (y)"]
+    fake.move_job(REPO, job, "completed", "failure")
+    client.run_jobs(runs[0].id)
+    repo.get_workflow_run(runs[0].id).status  # noqa: B018 - a lazy run: reading it fetches it
     runs[0].cancel()
     client.close_issue(issue.number)
 

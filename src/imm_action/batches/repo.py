@@ -16,8 +16,8 @@ from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.store import StateStore
+from imm_action.lanes.local import LocalLanes
 from imm_action.lanes.runners import LaneRunners
-from imm_action.local.lanes import LocalLanes
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchState

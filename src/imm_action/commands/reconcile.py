@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 
 from imm_action.actions.runtime import ActionsFiles, append_summary, pass_outputs, write_outputs
@@ -13,6 +14,7 @@ from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.store import StoredBatch
+from imm_action.lanes.github import GitHubRun
 from imm_action.model.refs import heads
 from imm_action.passes.driver import reconcile
 from imm_action.ports import Ports
@@ -52,6 +54,9 @@ class GitHubReporting:
 @dataclass(frozen=True)
 class ReconcilePorts(Ports):
     reporting: GitHubReporting | None = None  # --report: GitHub's side of the pass
+    # Inside a GitHub Actions run, the lanes are that run's matrix jobs; elsewhere admitted
+    # lanes wait for `imm lane`.
+    github_run: GitHubRun | None = None
 
 
 def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
@@ -61,7 +66,13 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
         batch_repo = replace(batch_repo, config=config)
     request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
-    pass_io = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
+    lanes = None
+    if ports.github_run is not None:
+        queue_timeout = timedelta(minutes=batch_repo.config.lane_queue_timeout_minutes)
+        lanes = ports.github_run.lanes(queue_timeout)
+    pass_io = pass_ports(
+        batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env, lanes=lanes
+    )
     result = reconcile(request, pass_io)
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")

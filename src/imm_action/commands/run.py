@@ -24,8 +24,8 @@ from imm_action.errors import (
     UsageError,
 )
 from imm_action.integrate.store import StateStore
+from imm_action.lanes.local import ForkedLane, LaneLauncher, LaneProcess, can_fork
 from imm_action.local.coordinator import Coordinator, RunOptions
-from imm_action.local.lanes import ForkedLane, LaneLauncher, LaneProcess, can_fork
 from imm_action.local.progress import LiveProgress, PlainProgress
 from imm_action.model.state import BatchState
 from imm_action.ports import Ports

@@ -8,14 +8,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
+from github.PaginatedList import PaginatedList
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from github.WorkflowJob import WorkflowJob
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -72,6 +75,18 @@ def _query_failure(document: str, errors: Sequence[Any]) -> Exception:
     )
     text = f"GitHub refused the GraphQL query {operation_name(document)}: " + "; ".join(messages)
     return _TransientQueryError(text) if transient else GitHubQueryError(text)
+
+
+@dataclass(frozen=True)
+class WorkflowJobInfo:
+    """What a pass needs of one job of a workflow run."""
+
+    id: int
+    name: str
+    status: str  # queued, in_progress, completed, waiting, requested, pending
+    conclusion: str | None
+    html_url: str
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -313,6 +328,24 @@ class GitHubClient:
 
         self.call(f"close #{number}", close)
 
+    def run_jobs(self, run_id: int) -> list[WorkflowJobInfo] | None:
+        """The jobs of a workflow run's latest attempt — one request per page of 100, and no
+        read of the run itself — or None when the run no longer exists."""
+
+        def read() -> list[WorkflowJobInfo] | None:
+            url = f"{self._repo().url}/actions/runs/{run_id}/jobs"
+            pages = PaginatedList(
+                WorkflowJob, self._github.requester, url, {"filter": "latest"}, list_item="jobs"
+            )
+            try:
+                return [_job_info(job) for job in pages]
+            except GithubException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+        return self.call(f"list the jobs of workflow run {run_id}", read)
+
     def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
         def send() -> None:
             if not self._repo().get_workflow(workflow).create_dispatch(ref, inputs):
@@ -338,6 +371,18 @@ def _new_annotations(
             have.add(key)
             fresh.append(dict(annotation))
     return fresh
+
+
+def _job_info(job: WorkflowJob) -> WorkflowJobInfo:
+    created = job.created_at
+    return WorkflowJobInfo(
+        id=job.id,
+        name=job.name,
+        status=job.status,
+        conclusion=job.conclusion,
+        html_url=job.html_url,
+        created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
+    )
 
 
 def allows(role: str, needed: str) -> bool:

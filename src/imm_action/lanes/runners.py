@@ -1,5 +1,5 @@
 """Lane runners behind one protocol (SPEC §5.2 step 4): where lanes run, and what became of
-each lane's runner. Two implementations: local processes (`imm_action.local.lanes`) and GitHub
+each lane's runner. Two implementations: local processes (`imm_action.lanes.local`) and GitHub
 Actions matrix jobs (`imm_action.lanes.github`)."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from imm_action.batches.repo import BatchRepo, pass_ports, pass_request
 from imm_action.lanes.folders import lanes_root, remove_leftovers
+from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
-from imm_action.local.lanes import LaneLauncher, LocalLanes, RunningLane
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassResult, reconcile

@@ -46,6 +46,8 @@ class RepoConfig(_ConfigModel):
     lane_setup: CommandLine | None = None
     qa_failure_limit: Annotated[int, Field(ge=1)] = DEFAULT_QA_FAILURE_LIMIT
     lane_timeout_minutes: Annotated[int, Field(ge=1, le=360)] = 60
+    # A GitHub lane job still queued after this long is a lost lane (SPEC §5.2 step 4).
+    lane_queue_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = 30
     base_ref: str | None = None
     barrier_files: list[str] = Field(default_factory=list)
     require_spec_binding: bool = False

@@ -1,1 +1,1 @@
-"""The reconcile pass, orchestrated: observe → decide → apply (SPEC §5.2; ADR 0010)."""
+"""The reconcile pass, orchestrated: observe → decide → apply (SPEC §5.2; ADR 0013)."""
