@@ -4,18 +4,19 @@ jobs through PyGithub from the fake GitHub over HTTP; the job moves as GitHub wo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
+from imm_action.batches.repo import pass_ports, pass_request
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from imm_action.lanes.github import GitHubLanes, job_carries
+from imm_action.lanes.runners import LaneAtWork, RunnerReport
 from imm_action.model.state import BatchChild, GithubRunner
 from imm_action.passes.driver import PassResult, reconcile
-from tests.batch_helpers import current, make_project, work
+from tests.batch_helpers import current, make_project, open_local, work
 from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
@@ -40,7 +41,7 @@ def lanes_of(fake: FakeGitHub, run_id: int, *, late_by: timedelta = timedelta())
 
 def github_pass(repo: Path, lanes: GitHubLanes, *, admit: bool) -> PassResult:
     """`imm reconcile` in a job of the batch workflow: `--admit` in the plan job."""
-    batch_repo = open_batch_repo(repo, None)
+    batch_repo = open_local(repo)
     request = pass_request(batch_repo, "init", batch_id=None, admit=admit)
     ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
     return reconcile(request, ports)
@@ -183,3 +184,31 @@ def test_the_jobs_of_a_large_run_are_read_page_by_page(fake: FakeGitHub, tmp_pat
 )  # fmt: skip
 def test_a_job_carries_the_task_whose_id_is_a_word_of_its_name(name: str, carries: bool) -> None:
     assert job_carries(name, "t1") is carries
+
+
+class _PublishingWhileAsked(GitHubLanes):
+    """The lane publishes its outcome and its job ends just after the pass read the refs."""
+
+    def __init__(self, lanes: GitHubLanes, publish: Callable[[], object]) -> None:
+        self.__dict__.update(lanes.__dict__)
+        self._publish = publish
+
+    def reports(self, lanes: Sequence[LaneAtWork]) -> Mapping[str, RunnerReport]:
+        self._publish()
+        return super().reports(lanes)
+
+
+def test_a_job_that_ended_just_after_publishing_its_outcome_is_not_taken_for_lost(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    run_id, job_id = admitted_in_a_run(fake, repo)
+
+    def publish_and_end() -> None:
+        work(repo, "a")
+        fake.move_job(REPO, job_id, "completed", "success")
+
+    lanes = _PublishingWhileAsked(lanes_of(fake, run_id), publish_and_end)
+    result = github_pass(repo, lanes, admit=False)
+    assert result.integrated == ("a",)
+    assert child(repo).attempts == 0

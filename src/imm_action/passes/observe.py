@@ -25,7 +25,9 @@ from imm_action.integrate.facts import (
 )
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.runners import (
+    FinishedWithOutcome,
     FinishedWithoutOutcome,
+    JobFound,
     LaneAtWork,
     LaneRunners,
     RunnerReport,
@@ -91,8 +93,11 @@ def observe_lanes(
     if ended:
         refs.refresh()
         outcomes.update(_outcomes(refs, state.batch_id, ended))
-        if any(_current(outcomes[c.task_id], c) for c in ended):
-            reports = {**reports, **runners.reports(_at_work(ended, outcomes))}
+        reports = {**reports, **{
+            c.task_id: FinishedWithOutcome(_job_of(reports.get(c.task_id)))
+            for c in ended
+            if _current(outcomes[c.task_id], c)
+        }}  # fmt: skip
     facts: dict[str, LaneFacts] = {}
     for child in waiting:
         outcome = outcomes[child.task_id]
@@ -106,6 +111,10 @@ def observe_lanes(
 
 def _ended_without(report: RunnerReport | None) -> bool:
     return isinstance(report, FinishedWithoutOutcome)
+
+
+def _job_of(report: RunnerReport | None) -> JobFound | None:
+    return report.job if isinstance(report, FinishedWithoutOutcome) else None
 
 
 def _outcomes(
