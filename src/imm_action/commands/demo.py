@@ -15,9 +15,9 @@ from imm_action.commands import run as run_command
 from imm_action.console import CommandIO
 from imm_action.demo.project import SLUG, create_demo_repository
 from imm_action.errors import UsageError
-from imm_action.integrate.refs import lane_outcome_ref
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.outcome import read_outcome
+from imm_action.model.refs import lane_outcome_ref
 from imm_action.ports import Ports
 from imm_action.render import failure_text
 
