@@ -206,6 +206,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         os.environ.get("PATH", ""),
         max_parallel=ns.max_parallel,
         actions=_actions_files(),
+        continue_stopped=ns.continue_stopped,
     )
     return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
 
@@ -251,8 +252,9 @@ def _run(ns: argparse.Namespace, io: CommandIO) -> int:
     from imm_action.commands import run
 
     args = run.RunArgs(
-        ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json, dict(os.environ)
-    )
+        ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json,
+        dict(os.environ), ns.fresh,
+    )  # fmt: skip
     return run.run(args, _ports(ns, io))
 
 
@@ -374,17 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     batch = [o["repo"], o["batch-id"], o["remote"]]
-    rec = sub.add_parser(
-        "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
-        parents=[*batch, o["report-format"], o["max-parallel"]],
-    )  # fmt: skip
-    rec.add_argument("slug", type=_initiative_ref)
-    rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
-    rec.add_argument(
-        "--report", action="store_true",
-        help="report on GitHub (status comment, check run, PR) from the Actions environment",
-    )  # fmt: skip
-    rec.set_defaults(handler=_reconcile)
+    _add_reconcile(sub, [*batch, o["report-format"], o["max-parallel"]])
 
     status = sub.add_parser(
         "status", help="show a batch's report", parents=[*batch, o["report-format"]]
@@ -401,6 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-id", type=_identifier, default=None, metavar="ID", help="resume exactly this batch"
     )
     run.add_argument("--json", action="store_true", help="print the final report as JSON")
+    run.add_argument(
+        "--fresh", action="store_true",
+        help="start over from the base branch; the old batch branch is kept under "
+        "refs/imm/archive/<batch id> (without it, a stopped batch is continued)",
+    )  # fmt: skip
     run.set_defaults(handler=_run)
 
     lane = sub.add_parser(
@@ -515,3 +512,22 @@ def program_name(argv0: str) -> str:
         return shlex.quote(argv0)
     in_venv = sys.prefix != sys.base_prefix
     return shlex.quote(found) if in_venv else argv0
+
+
+def _add_reconcile(sub: argparse._SubParsersAction[_Parser], parents: list[_Parser]) -> None:
+    rec = sub.add_parser(
+        "reconcile", help="run one reconcile pass: observe, integrate, admit, report",
+        parents=parents,
+    )  # fmt: skip
+    rec.add_argument("slug", type=_initiative_ref)
+    rec.add_argument("--admit", action="store_true", help="also admit the startable lanes")
+    rec.add_argument(
+        "--continue-stopped", action="store_true",
+        help="continue the latest batch when it stopped, in a continuation batch on the same "
+        "branch (what a person's `/imm run` asks for; never on a pass's own continuation)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--report", action="store_true",
+        help="report on GitHub (status comment, check run, PR) from the Actions environment",
+    )  # fmt: skip
+    rec.set_defaults(handler=_reconcile)

@@ -15,7 +15,7 @@ from pathlib import Path
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import BatchPlan
 from imm_action.model.report import BatchRunReport, ReportChild
-from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.model.state import BatchRunState, BatchState, ChildState, Continuation
 from imm_action.text import plural
 
 # Node colours by status; the same palette serves plan and batch views.
@@ -152,7 +152,9 @@ def batch_body(
     status = {child.task_id: str(child.state) for child in state.children}
     order = [child.task_id for child in state.children]
     paste = ["", "```", *commands, "```"] if commands else []
+    continued = ["", continuation_line(report.continues)] if report.continues else []
     return [
+        *continued,
         "",
         f"**Why:** {report.reason}",
         "",
@@ -299,6 +301,8 @@ def batch_text(report: BatchRunReport, *, program: str = "imm", repo: Path | Non
     """`imm status`'s text and `imm run`'s closing summary: state and why, one line per task
     with its attempts, the failed commands under their task, and what to run next."""
     lines = [f"{report.batch_id}: {report.batch_state} — {report.reason}"]
+    if report.continues is not None:
+        lines.append(continuation_line(report.continues))
     width = max((len(child.task_id) for child in report.children), default=0)
     for child in report.children:
         detail = child.commit[:12] if child.commit else (child.reason or "")
@@ -363,3 +367,13 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
 def job_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
     """The job summary (`$GITHUB_STEP_SUMMARY`) of a plan, lane or integrate job."""
     return github_batch_markdown(report, state, repository_url)
+
+
+def continuation_line(continues: Continuation) -> str:
+    """`continues batch-…: 3 tasks already integrated, plan changed: b, c`."""
+    parts = [f"{plural(len(continues.kept), 'task')} already integrated"]
+    if continues.changed:
+        parts.append(f"plan changed: {', '.join(continues.changed)}")
+    if continues.merged_base:
+        parts.append(f"base merged in at {continues.merged_base[:12]}")
+    return f"continues {continues.batch_id}: {', '.join(parts)}"

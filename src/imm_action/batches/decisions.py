@@ -13,6 +13,7 @@ from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate import transitions
+from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.transitions import TransitionError
 from imm_action.model.state import BatchRunState
 from imm_action.passes.driver import reconcile
@@ -45,10 +46,17 @@ def apply_decision(
     decision: Callable[[BatchRunState], BatchRunState],
     io: CommandIO,
     initiatives: InitiativeSource,
+    retry: str | None = None,
 ) -> int:
-    """Apply a person's decision to the active batch through a reconcile pass (one CAS)."""
+    """Apply a person's decision to the active batch through a reconcile pass (one CAS). A
+    retry of a task of a stopped batch whose plan changed (a fix was committed) continues the
+    batch instead, with that task and the dependents it skipped pending again (SPEC §5.7)."""
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
-    request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False)
+    stopped = Stopped.RESUME if retry is None else Stopped.CONTINUE_IF_PLAN_CHANGED
+    request = pass_request(
+        batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False,
+        stopped=stopped, retry=retry,
+    )  # fmt: skip
     ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
     result = reconcile(replace(request, mutate=decision), ports)
     print_report(result.stored, "text", io, batch_repo.root)

@@ -45,16 +45,18 @@ class RepoBatchOperations:
         return plan_markdown(plan)
 
     def retry(self, slug: str, task_id: str) -> str:
-        return self._decide(slug, f"retry {task_id}", retry_decision(task_id))
+        return self._decide(slug, f"retry {task_id}", retry_decision(task_id), task_id)
 
     def cancel(self, slug: str) -> str:
         return self._decide(slug, "cancel", transitions.cancel)
 
-    def _decide(self, slug: str, what: str, decision: transitions.Decision) -> str:
+    def _decide(
+        self, slug: str, what: str, decision: transitions.Decision, retry: str | None = None
+    ) -> str:
         sink = text_io.StringIO()
         args = DecisionArgs(slug, self.repo, None, self.remote, self.path_env)
         try:
-            apply_decision(args, decision, CommandIO(sink, sink), self.initiatives)
+            apply_decision(args, decision, CommandIO(sink, sink), self.initiatives, retry)
         except ImmError as error:
             return f"`{what}` was refused: {error}"
         return f"Done: `{what}`.\n\n```\n{sink.getvalue().strip()}\n```"

@@ -15,6 +15,7 @@ from imm_action.errors import UsageError
 from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import GitRepo
+from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.local import LocalLanes
 from imm_action.lanes.runners import LaneRunners
@@ -81,6 +82,8 @@ def pass_request(
     admit: bool,
     authorized_by: str | None = None,
     start: bool = True,
+    stopped: Stopped = Stopped.RESUME,
+    retry: str | None = None,
 ) -> PassRequest:
     batch_repo.refs.refresh()
     store = StateStore(batch_repo.refs)
@@ -107,6 +110,8 @@ def pass_request(
         admit=admit,
         start=start,
         barrier_globs=tuple(batch_repo.config.barrier_files),
+        stopped=stopped,
+        retry=retry,
     )
 
 

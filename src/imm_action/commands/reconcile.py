@@ -13,6 +13,7 @@ from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass
 from imm_action.errors import ImmError
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
+from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StoredBatch
 from imm_action.lanes.github import GitHubRun
 from imm_action.model.refs import heads
@@ -31,6 +32,8 @@ class ReconcileArgs:
     path_env: str
     max_parallel: int | None = None  # overrides the config's for a new batch
     actions: ActionsFiles | None = None  # on GitHub Actions: step outputs and job summary
+    # A person asked to run the initiative (`/imm run`): a stopped batch is continued.
+    continue_stopped: bool = False
 
 
 DEFAULT_TOKEN_NOTE = (
@@ -65,7 +68,10 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     if args.max_parallel is not None:
         config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
         batch_repo = replace(batch_repo, config=config)
-    request = pass_request(batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit)
+    stopped = Stopped.CONTINUE if args.continue_stopped else Stopped.RESUME
+    request = pass_request(
+        batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit, stopped=stopped
+    )
     lanes = None
     if ports.github_run is not None:
         queue_timeout = timedelta(minutes=batch_repo.config.lane_queue_timeout_minutes)

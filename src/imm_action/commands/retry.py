@@ -14,4 +14,6 @@ class RetryArgs(DecisionArgs):
 
 
 def run(args: RetryArgs, ports: Ports) -> int:
-    return apply_decision(args, retry_decision(args.task_id), ports.io, ports.initiatives)
+    return apply_decision(
+        args, retry_decision(args.task_id), ports.io, ports.initiatives, retry=args.task_id
+    )

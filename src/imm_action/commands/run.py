@@ -42,6 +42,7 @@ class RunArgs:
     batch_id: str | None
     json: bool
     environment: Mapping[str, str]
+    fresh: bool = False
 
 
 def run(args: RunArgs, ports: Ports) -> int:
@@ -53,7 +54,9 @@ def run(args: RunArgs, ports: Ports) -> int:
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor CMD or set executor in .github/imm.yml")
-    options = RunOptions(args.slug, executor, args.max_parallel, args.batch_id, args.environment)
+    options = RunOptions(
+        args.slug, executor, args.max_parallel, args.batch_id, args.environment, args.fresh
+    )
     live = io.err.isatty() and not args.json
     progress = LiveProgress(io.err) if live else PlainProgress(io.err)
     coordinator = Coordinator(batch_repo, options, progress, _launcher(batch_repo, options))

@@ -36,6 +36,12 @@ class StoredBatch:
     commit: str
 
 
+@dataclass(frozen=True)
+class PreparedState:
+    stored: StoredBatch
+    update: RefUpdate
+
+
 class StateStore:
     def __init__(self, refs: RefStore) -> None:
         self.refs = refs
@@ -68,6 +74,22 @@ class StateStore:
         also: Sequence[RefUpdate] = (),
     ) -> StoredBatch:
         """Append a state commit and move its ref (and `also`) in one CAS."""
+        prepared = self.prepare(previous, state, report, cache)
+        # The state comes last: a writer killed while git commits the transaction ref by ref
+        # can only leave the other refs (the batch branch) ahead of the state, which the next
+        # pass recovers (an integration it finds on the branch is adopted, SPEC §5.2 step 3).
+        self.refs.compare_and_swap([*also, prepared.update])
+        return prepared.stored
+
+    def prepare(
+        self,
+        previous: StoredBatch | None,
+        state: BatchRunState,
+        report: BatchRunReport,
+        cache: CheckCache,
+    ) -> PreparedState:
+        """The state commit and the ref update that would record it, written by a later CAS
+        (together with another batch's state, when one batch continues another)."""
         valid = _revalidate(state)
         repo = self.refs.repo
         tree = repo.write_tree(
@@ -86,14 +108,10 @@ class StateStore:
             author_date=stamp,
             committer_date=stamp,
         )
-        ref = batch_state_ref(valid.batch_id)
-        # The state comes last: a writer killed while git commits the transaction ref by ref
-        # can only leave the other refs (the batch branch) ahead of the state, which the next
-        # pass recovers (an integration it finds on the branch is adopted, SPEC §5.2 step 3).
-        self.refs.compare_and_swap(
-            [*also, RefUpdate(ref, commit, previous.commit if previous else None)]
+        update = RefUpdate(
+            batch_state_ref(valid.batch_id), commit, previous.commit if previous else None
         )
-        return StoredBatch(valid, report, cache, commit)
+        return PreparedState(StoredBatch(valid, report, cache, commit), update)
 
     def _load_commit(self, batch_id: str, commit: str) -> StoredBatch:
         repo = self.refs.repo

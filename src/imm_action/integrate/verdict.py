@@ -154,4 +154,5 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         next_action=verdict.next_action,
         lanes_started=admissions_used(state) + sum(child.attempts for child in state.children),
         created_at=now,
+        continues=state.continues,
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from imm_action.batches.repo import BatchRepo, pass_ports, pass_request
+from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
@@ -38,6 +39,8 @@ class RunOptions:
     max_parallel: int | None
     batch_id: str | None
     environment: Mapping[str, str]
+    # A stopped batch is continued (SPEC §5.7); `--fresh` archives its branch and starts anew.
+    fresh: bool = False
 
 
 class Coordinator:
@@ -79,7 +82,11 @@ class Coordinator:
     # -- passes and lanes ------------------------------------------------------------------
     def _pass(self) -> PassResult:
         request = pass_request(
-            self.batch_repo, self.options.slug, batch_id=self.options.batch_id, admit=True
+            self.batch_repo,
+            self.options.slug,
+            batch_id=self.options.batch_id,
+            admit=True,
+            stopped=Stopped.FRESH if self.options.fresh else Stopped.CONTINUE,
         )
         if self.options.max_parallel is not None:
             plan = request.plan.model_copy(update={"max_parallel": self.options.max_parallel})

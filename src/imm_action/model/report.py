@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.outcome import Failure
-from imm_action.model.state import BatchState, ChildState
+from imm_action.model.state import BatchState, ChildState, Continuation
 
 REPORT_CONTRACT: Final = "imm_action/batch_run_report/v1"
 
@@ -36,6 +36,7 @@ class BatchRunReport(StrictModel):
     next_action: str
     lanes_started: Annotated[int, Field(ge=0)]
     created_at: Timestamp
+    continues: Continuation | None = None
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

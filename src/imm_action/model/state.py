@@ -124,6 +124,17 @@ class AdoptedHead(StrictModel):
     to: GitOid
 
 
+class Continuation(StrictModel):
+    """Where a continuation batch came from (SPEC §5.7): the stopped batch it continues on the
+    same branch, the tasks that batch had integrated (kept, commits unchanged), the tasks whose
+    intents changed since it started, and the base-branch commit merged in first, if any."""
+
+    batch_id: Identifier
+    kept: list[Identifier]
+    changed: list[Identifier]
+    merged_base: GitOid | None
+
+
 class BatchRunState(StrictModel):
     contract: Literal["imm_action/batch_run_state/v1"]
     batch_id: Identifier
@@ -143,6 +154,7 @@ class BatchRunState(StrictModel):
     adopted_heads: list[AdoptedHead]
     created_at: Timestamp
     updated_at: Timestamp
+    continues: Continuation | None = None
 
     @model_validator(mode="after")
     def _invariants_hold(self) -> BatchRunState:

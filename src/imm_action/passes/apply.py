@@ -20,10 +20,16 @@ class Applier:
         self.results = results
         self.clock = clock
 
-    def start(self, state: BatchRunState, verdict: Verdict, branch: RefUpdate) -> StoredBatch:
-        """A new batch: its first state and its branch, in one CAS."""
+    def start(
+        self,
+        state: BatchRunState,
+        verdict: Verdict,
+        branch: RefUpdate,
+        also: Sequence[RefUpdate] = (),
+    ) -> StoredBatch:
+        """A new batch: its first state and its branch (and `also`), in one CAS."""
         report = build_report(state, verdict, state.created_at)
-        return self.store.write(None, state, report, self.results.stored(), [branch])
+        return self.store.write(None, state, report, self.results.stored(), [branch, *also])
 
     def persist(
         self,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from imm_action.errors import ImmError, UsageError
@@ -15,6 +15,7 @@ from imm_action.git.errors import GitConflict
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import RefUpdate
 from imm_action.integrate import transitions as t
+from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.decide import (
     AdmissionRules,
     BatchDecision,
@@ -50,6 +51,7 @@ from imm_action.model.state import (
     StateBudget,
 )
 from imm_action.passes.apply import Applier
+from imm_action.passes.continuing import Continuing, FreshStart, StartPlan
 from imm_action.passes.observe import observe_candidates, observe_pass
 from imm_action.verify.checks import ResultCache, Verifier
 
@@ -77,6 +79,10 @@ class PassRequest:
     barrier_globs: tuple[str, ...] = ()
     # A person's decision applied to the loaded state first (`imm retry`, `imm cancel`).
     mutate: Mutation | None = None
+    # What a pass that names no batch does when the latest batch stopped (SPEC §5.7), and
+    # for `imm retry <task>` the one task a continuation runs again.
+    stopped: Stopped = Stopped.RESUME
+    retry: str | None = None
 
 
 @dataclass
@@ -145,6 +151,7 @@ class _Pass:
         self.apply = Applier(self.store, results, ports.clock)
         self.branch_ref = heads(batch_branch(request.slug))
         self.rules = AdmissionRules(request.scopes, request.barrier_globs)
+        self.continued = False  # this pass started a continuation: the request's decision is in it
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
@@ -153,7 +160,7 @@ class _Pass:
         stored = loaded
         for entry in stored.cache.entries:
             self.results.put(entry.tree, entry.descriptor_digest, entry.result)
-        state = self._mutated(stored.state)
+        state = stored.state if self.continued else self._mutated(stored.state)
         head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         facts = observe_pass(self.ports.refs, state, head, self.ports.lanes, self.reads)
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
@@ -198,6 +205,9 @@ class _Pass:
         # Read the branch before the batches: a batch is created with its branch in one CAS, so
         # a branch seen here means its batch is seen below (or the start loses the CAS).
         existing = self.ports.refs.read([self.branch_ref])[self.branch_ref]
+        stopped = self._stopped(existing)
+        if stopped is not None:
+            return stopped
         active = self.store.active(self.request.slug)
         earlier = self.store.batches_of(self.request.slug)
         plan = self.request.plan
@@ -233,7 +243,29 @@ class _Pass:
             case Start(reset_from=reset_from):
                 return self._start(reset_from)
 
-    def _start(self, existing: str | None) -> StoredBatch:
+    def _stopped(self, existing: str | None) -> StoredBatch | None:
+        """A continuation of the latest batch, or a fresh start, when the request asks for
+        one and the latest batch stopped (SPEC §5.7); None goes the usual way."""
+        request = self.request
+        start = StartPlan(
+            slug=request.slug, plan=request.plan, base_ref=request.base_ref,
+            base_head=request.base_head, authorized_by=request.authorized_by,
+            new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
+        )  # fmt: skip
+        ports = self.ports
+        decided = Continuing(ports.refs, self.results, ports.clock, ports.log).decide(
+            start, existing
+        )
+        if isinstance(decided, FreshStart):
+            if not request.plan.enrollable:
+                raise UsageError(
+                    f"initiative {request.slug}: nothing is enrollable, no batch started"
+                )
+            return self._start(decided.reset_from, decided.also)
+        self.continued = decided is not None
+        return decided
+
+    def _start(self, existing: str | None, also: Sequence[RefUpdate] = ()) -> StoredBatch:
         now = self.ports.clock()
         plan = self.request.plan
         state = BatchRunState(
@@ -262,7 +294,7 @@ class _Pass:
         # The branch is created (or reset from a finished batch) in the same CAS as the state.
         branch = RefUpdate(self.branch_ref, self.request.base_head, existing)
         first = verdict(state, [c.task_id for c in state.children])
-        return self.apply.start(state, first, branch)
+        return self.apply.start(state, first, branch, also)
 
     # -- step 5: integration ---------------------------------------------------------------------
     def _integrate(

@@ -1,0 +1,231 @@
+"""Carrying out what `integrate.continuation` decided for a batch that stopped (SPEC §5.7):
+a continuation batch on the same branch (the base branch's new commits merged in first, with
+one merge-tree commit and no checkout), or a fresh start that archives the old branch first.
+Each is one compare-and-swap: the branch, the archive ref, the stopped batch's last state and
+the new batch's first state move together or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from imm_action.errors import NeedsHumanError
+from imm_action.git.refs import RefStore
+from imm_action.git.repo import IMM_IDENTITY, RefUpdate
+from imm_action.integrate import transitions as t
+from imm_action.integrate.continuation import (
+    REASON_CONTINUED,
+    CannotContinue,
+    Continue,
+    Fresh,
+    Stopped,
+    StoppedFacts,
+    archive_ref,
+    changed_intents,
+    continued_children,
+    decide_stopped,
+    kept_commits,
+)
+from imm_action.integrate.store import StateStore, StoredBatch
+from imm_action.integrate.verdict import Verdict, build_report, verdict
+from imm_action.model.plan import BatchPlan
+from imm_action.model.refs import batch_branch, heads
+from imm_action.model.state import (
+    STATE_CONTRACT,
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    Continuation,
+    StateBudget,
+)
+from imm_action.passes.observe import recorded_head
+from imm_action.text import plural
+from imm_action.verify.checks import ResultCache
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    """What a new batch starts from: the request's plan and who asked."""
+
+    slug: str
+    plan: BatchPlan
+    base_ref: str
+    base_head: str
+    authorized_by: str
+    new_batch_id: str
+    stopped: Stopped
+    retry: str | None  # `imm retry <task>`: only it and what it skipped run again
+
+
+@dataclass(frozen=True)
+class FreshStart:
+    """Start anew from the base, moving the branch from `reset_from`, with `also` in the same
+    write (the archive ref, the superseded batch's last state)."""
+
+    reset_from: str | None
+    also: tuple[RefUpdate, ...]
+
+
+class Continuing:
+    def __init__(
+        self,
+        refs: RefStore,
+        results: ResultCache,
+        clock: Callable[[], str],
+        log: Callable[[str], None],
+    ) -> None:
+        self.refs = refs
+        self.repo = refs.repo
+        self.store = StateStore(refs)
+        self.results = results
+        self.clock = clock
+        self.log = log
+
+    def decide(self, start: StartPlan, branch_head: str | None) -> StoredBatch | FreshStart | None:
+        """A continuation batch (written), a fresh start to make, or None: the usual way."""
+        batches = self.store.batches_of(start.slug)
+        latest = batches[-1] if batches else None
+        holds = (
+            latest is not None
+            and branch_head is not None
+            and self.repo.is_ancestor(recorded_head(self.repo, latest.state), branch_head)
+        )
+        facts = StoppedFacts(
+            latest.state if latest else None, branch_head, start.plan.plan_digest, holds
+        )
+        match decide_stopped(start.stopped, facts):
+            case None:
+                return None
+            case CannotContinue(message=message):
+                raise NeedsHumanError(message)
+            case Continue(branch_head=head):
+                assert latest is not None  # decided from it
+                return self._continue(start, latest, head)
+            case Fresh() as fresh:
+                return self._fresh(start, latest, fresh)
+
+    # -- a continuation batch ------------------------------------------------------------------
+    def _continue(self, start: StartPlan, stopped: StoredBatch, branch_head: str) -> StoredBatch:
+        now = self.clock()
+        head, merged = self._bring_in_the_base(start, stopped.state, branch_head, now)
+        children = continued_children(start.plan, stopped.state, start.retry)
+        kept = [child.task_id for child in children if child.state.done]
+        changed = changed_intents(
+            self.repo.changed_paths(stopped.state.base_head, head),
+            [child.task_id for child in children],
+        )
+        continues = Continuation(
+            batch_id=stopped.state.batch_id, kept=kept, changed=changed, merged_base=merged
+        )
+        state = _new_state(start, now, children, head, kept_commits(stopped.state, children))
+        state = state.model_copy(update={"continues": continues})
+        branch = RefUpdate(heads(batch_branch(start.slug)), head, branch_head)
+        also = [branch, *self._close(stopped, state.batch_id, now)]
+        self.log(
+            f"continues {stopped.state.batch_id}: {plural(len(kept), 'task')} already "
+            f"integrated, plan changed: {', '.join(changed) or 'nothing'}"
+        )
+        first = verdict(state, [c.task_id for c in children if c.state is ChildState.PENDING])
+        report = build_report(state, first, now)
+        return self.store.write(None, state, report, self.results.stored(), also)
+
+    def _bring_in_the_base(
+        self, start: StartPlan, stopped: BatchRunState, branch_head: str, now: str
+    ) -> tuple[str, str | None]:
+        """The commits the base branch gained since, merged into the branch with one commit
+        built like a candidate: merge-tree in the object store, no checkout."""
+        base = start.base_head
+        if self.repo.is_ancestor(base, branch_head):
+            return branch_head, None
+        merged = self.repo.merge_trees(branch_head, base)
+        if merged.conflicts:
+            raise NeedsHumanError(
+                f"cannot continue {stopped.batch_id}: merging {start.base_ref} into "
+                f"{stopped.branch} conflicts in {', '.join(merged.conflicts)}; merge "
+                f"{start.base_ref} into {stopped.branch} yourself and commit, then run again"
+            )
+        stamp = _git_date(now)
+        message = (
+            f"imm: merge {start.base_ref} into {stopped.branch}\n\n"
+            f"Brings in what {start.base_ref} gained since {stopped.batch_id} started, before "
+            "its continuation.\n"
+        )
+        commit = self.repo.commit_tree(
+            merged.tree, [branch_head, base], message,
+            author=IMM_IDENTITY, author_date=stamp, committer_date=stamp,
+        )  # fmt: skip
+        return commit, base
+
+    def _close(self, stopped: StoredBatch, successor: str, now: str) -> Sequence[RefUpdate]:
+        """A stopped batch that is not terminal yet (needs_human) ends as cancelled, saying
+        which batch continues it; a terminal one is left as it is."""
+        if stopped.state.batch_state.is_terminal:
+            return []
+        closed = t.cancel(stopped.state).model_copy(update={"updated_at": now})
+        said = Verdict(
+            BatchState.CANCELLED,
+            f"{REASON_CONTINUED} {successor}",
+            f"follow {successor}",
+        )
+        report = build_report(closed, said, now)
+        return [self.store.prepare(stopped, closed, report, stopped.cache).update]
+
+    # -- a fresh start -------------------------------------------------------------------------
+    def _fresh(self, start: StartPlan, latest: StoredBatch | None, fresh: Fresh) -> FreshStart:
+        also: list[RefUpdate] = []
+        if fresh.branch_head is not None:
+            name = archive_ref(fresh.archive_as or f"before-{start.new_batch_id}")
+            current = self.refs.read([name])[name]
+            also.append(RefUpdate(name, fresh.branch_head, current))
+            done = [c.task_id for c in latest.state.children if c.state.done] if latest else []
+            self.log(
+                f"--fresh discards {fresh.archive_as or 'the branch'} on "
+                f"{batch_branch(start.slug)} ({plural(len(done), 'task')} integrated"
+                f"{': ' + ', '.join(done) if done else ''}); the branch is kept as {name}"
+            )
+        if fresh.supersede is not None and latest is not None:
+            now = self.clock()
+            closed = t.cancel(latest.state).model_copy(update={"updated_at": now})
+            said = Verdict(
+                BatchState.CANCELLED, f"replaced by {start.new_batch_id} (--fresh)",
+                f"follow {start.new_batch_id}",
+            )  # fmt: skip
+            report = build_report(closed, said, now)
+            also.append(self.store.prepare(latest, closed, report, latest.cache).update)
+        return FreshStart(fresh.branch_head, tuple(also))
+
+
+def _new_state(
+    start: StartPlan, now: str, children: list[BatchChild], head: str, commits: list[str]
+) -> BatchRunState:
+    plan = start.plan
+    return BatchRunState(
+        contract=STATE_CONTRACT,
+        batch_id=start.new_batch_id,
+        initiative_slug=start.slug,
+        carrier=plan.carrier,
+        plan_digest=plan.plan_digest,
+        base_ref=start.base_ref,
+        base_head=head,
+        branch=batch_branch(start.slug),
+        authorized_by=start.authorized_by,
+        confirmation_time=now,
+        budget=StateBudget(
+            max_children=plan.budget.max_children, qa_failure_limit=plan.budget.qa_failure_limit
+        ),
+        max_parallel=plan.max_parallel,
+        batch_state=BatchState.RUNNING,
+        children=children,
+        commits=commits,
+        adopted_heads=[],
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _git_date(timestamp: str) -> str:
+    from datetime import UTC, datetime
+
+    moment = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    return f"{int(moment.timestamp())} +0000"

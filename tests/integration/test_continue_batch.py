@@ -1,0 +1,168 @@
+"""A batch that stopped continues after a fix (SPEC §5.7), with real git and real executors:
+tasks already integrated keep their commits, the base branch's new commits are merged in with
+one merge-tree commit, and the rest is planned from the committed files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, file_check, make_project
+from tests.conftest import git, intent, run_cli
+from tests.integration.test_local_run import EXECUTOR
+
+TASKS = {"a": [], "b": ["a"], "c": ["b"], "d": []}
+# b's check wants text its executor never writes: a wrong descriptor, fixed by a commit.
+BROKEN = {"b": file_check("b.txt", "bee")}
+
+
+@pytest.fixture(autouse=True)
+def behave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "behaviour.json"
+    path.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(path))
+
+
+def imm(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    return run_cli(capsys, *argv)
+
+
+def run(capsys: pytest.CaptureFixture[str], repo: Path, *extra: str) -> tuple[int, str, str]:
+    return imm(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR, *extra)
+
+
+def stopped_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, dict[str, str]]:
+    """a and d integrated, b parked by its wrong descriptor, c skipped behind it."""
+    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
+    code, _, err = run(capsys, repo)
+    assert code == 1, err
+    state = current(repo).state
+    assert {c.task_id: str(c.state) for c in state.children} == {
+        "a": "integrated", "b": "needs_human", "c": "skipped_blocked", "d": "integrated"
+    }  # fmt: skip
+    return repo, {c.task_id: c.commit for c in state.children if c.commit}
+
+
+def fix_the_intent(repo: Path) -> str:
+    """The person's fix: the intent with the right descriptor, committed on main."""
+    fixed = intent("b", scope_hint=["b.txt"], acceptance=[
+        {"id": "ok", "assertion": "b works", "verification": file_check("b.txt", "b")}
+    ])  # fmt: skip
+    (repo / "docs/plans/b.intent.json").write_text(json.dumps(fixed, indent=2) + "\n")
+    git(repo, "commit", "-qam", "Fix b's check")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_imm_run_continues_a_stopped_batch_after_a_committed_fix_keeping_what_landed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, landed = stopped_batch(tmp_path, capsys)
+    first = current(repo).state.batch_id
+    fix = fix_the_intent(repo)
+    code, out, err = run(capsys, repo)
+    assert code == 0, err
+    stored = current(repo)
+    state = stored.state
+    assert state.batch_id != first
+    assert state.batch_state == "completed"
+    assert state.continues is not None
+    assert state.continues.batch_id == first
+    assert {c.task_id: c.commit for c in state.children if c.task_id in landed} == landed
+    assert {c.task_id for c in state.children if c.state.done} == set(TASKS)
+    branch = git(repo, "rev-list", "imm/init").split()
+    assert set(landed.values()) <= set(branch)
+    assert fix in branch  # main's fix was merged in, not replayed
+    assert git(repo, "show", "imm/init:b.txt") == "b\n"
+    assert f"continues {first}: 2 tasks already integrated, plan changed: b" in out + err
+
+
+def test_the_merge_of_the_base_is_one_commit_made_without_a_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, _ = stopped_batch(tmp_path, capsys)
+    old_head = git(repo, "rev-parse", "imm/init").strip()
+    fix = fix_the_intent(repo)
+    before = (repo / ".git/index").read_bytes(), git(repo, "rev-parse", "HEAD")
+    assert run(capsys, repo)[0] == 0
+    merge = current(repo).state.base_head
+    assert git(repo, "rev-list", "--parents", "-n1", merge).split()[1:] == [old_head, fix]
+    assert ((repo / ".git/index").read_bytes(), git(repo, "rev-parse", "HEAD")) == before
+
+
+def test_retry_of_a_task_whose_intent_changed_continues_the_batch_for_it_and_its_dependents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, landed = stopped_batch(tmp_path, capsys)
+    first = current(repo).state.batch_id
+    fix_the_intent(repo)
+    code, _, err = imm(capsys, "retry", "init", "b", "--repo", str(repo))
+    assert code == 0, err
+    state = current(repo).state
+    assert state.continues is not None
+    assert state.continues.batch_id == first
+    assert {c.task_id: str(c.state) for c in state.children} == {
+        "a": "integrated", "b": "pending", "c": "pending", "d": "integrated"
+    }  # fmt: skip
+    assert run(capsys, repo)[0] == 0
+    assert {c.task_id: c.commit for c in current(repo).state.children if c.task_id in landed} == (
+        landed
+    )
+
+
+def test_a_cancelled_batch_continues_with_imm_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, landed = stopped_batch(tmp_path, capsys)
+    assert imm(capsys, "cancel", "init", "--repo", str(repo))[0] == 0
+    fix_the_intent(repo)
+    assert run(capsys, repo)[0] == 0
+    state = current(repo).state
+    assert state.batch_state == "completed"
+    assert {c.task_id: c.commit for c in state.children if c.task_id in landed} == landed
+
+
+def test_fresh_archives_the_old_branch_and_starts_from_the_base(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, landed = stopped_batch(tmp_path, capsys)
+    old = current(repo).state
+    old_head = git(repo, "rev-parse", "imm/init").strip()
+    fix = fix_the_intent(repo)
+    code, out, err = run(capsys, repo, "--fresh")
+    assert code == 0, err
+    assert git(repo, "rev-parse", f"refs/imm/archive/{old.batch_id}").strip() == old_head
+    assert f"refs/imm/archive/{old.batch_id}" in out + err
+    assert "discards" in out + err
+    state = current(repo).state
+    assert state.base_head == fix
+    assert state.continues is None
+    assert state.batch_state == "completed"
+    assert not set(landed.values()) & {c.commit for c in state.children}
+    assert old_head not in git(repo, "rev-list", "imm/init").split()
+
+
+def test_a_conflict_merging_the_base_stops_naming_the_paths_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, _ = stopped_batch(tmp_path, capsys)
+    (repo / "a.txt").write_text("someone else's a\n")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "a.txt on main too")
+    refs = git(repo, "for-each-ref")
+    code, _, err = run(capsys, repo)
+    assert code == 1
+    assert "a.txt" in err
+    assert git(repo, "for-each-ref") == refs
+
+
+def test_a_batch_branch_equal_to_the_base_head_is_not_foreign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    git(repo, "branch", "imm/init")
+    code, _, err = run(capsys, repo)
+    assert code == 0, err
