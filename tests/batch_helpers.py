@@ -67,6 +67,7 @@ def run_pass(
     remote: str | None = None,
     refs: RefStore | None = None,
     log: list[str] | None = None,
+    debug: list[str] | None = None,
 ) -> PassResult:
     batch_repo = open_local(repo, remote)
     request = pass_request(batch_repo, slug, batch_id=None, admit=admit)
@@ -78,6 +79,8 @@ def run_pass(
                        path_env=os.environ["PATH"])  # fmt: skip
     if refs is not None:
         ports = dataclasses.replace(ports, refs=refs)
+    if debug is not None:
+        ports = dataclasses.replace(ports, debug=debug.append)
     return reconcile(request, ports)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import logging
 import os
 import shlex
 import sys
@@ -477,6 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.set_threshold(100_000, 50, 1000)
     parser = build_parser()
     program = "imm" if argv is not None else program_name(sys.argv[0])
+    if os.environ.get("IMM_DEBUG"):  # the debug log: what imm does that is normal, such as
+        # re-running a pass after another writer moved a ref first
+        logging.basicConfig(level=logging.DEBUG, format="imm debug: %(message)s")
     try:
         ns = parser.parse_args(argv)
     except SystemExit as stop:  # a usage error (one line, exit 2), --help or --version

@@ -5,6 +5,7 @@ another writer was first. It holds no rule and no reason code: the facts come fr
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,8 @@ from imm_action.passes.observe import observe_candidates, observe_pass
 from imm_action.verify.checks import ResultCache, Verifier
 
 MAX_LOST_RACES = 25
+# A lost race is normal operation, not a problem: it goes to the debug log (IMM_DEBUG=1).
+_DEBUG = logging.getLogger("imm_action.passes")
 
 
 def jittered_pause(lost: int) -> None:
@@ -92,6 +95,7 @@ class PassPorts:
     verifier: Callable[[ResultCache], Verifier]
     clock: Callable[[], str]
     log: Callable[[str], None] = field(default=lambda message: None)
+    debug: Callable[[str], None] = _DEBUG.debug
     pause: Callable[[int], None] = jittered_pause
 
 
@@ -117,11 +121,11 @@ def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
             done = _Pass(request, ports, results, lost).run()
         except GitConflict as race:
             detail = (race.stderr.strip().splitlines() or ["a ref moved"])[-1]
-            ports.log(f"lost a race ({detail}); re-running the pass on fresh refs ({lost + 1})")
+            ports.debug(f"lost a race ({detail}); re-running the pass on fresh refs ({lost + 1})")
             ports.pause(lost)
             continue
         if isinstance(done, Reread):
-            ports.log(
+            ports.debug(
                 f"lost a race ({done.why}; reading the refs again); re-running the pass on "
                 f"fresh refs ({lost + 1})"
             )
