@@ -20,6 +20,7 @@ from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from imm_action.github.reporting import status_marker
 from imm_action.model.state import ChildState
+from imm_action.ports import Ports
 from tests.batch_helpers import current, file_check, make_project
 from tests.conftest import git, intent
 from tests.fake_github import FakeGitHub
@@ -73,9 +74,10 @@ def _workflow(fake: FakeGitHub, repo: Path, *, continue_stopped: bool) -> None:
     for round_ in range(6):
         plan_job = continue_stopped and round_ == 0  # a person's dispatch, not a continuation
         args = reconcile.ReconcileArgs(
-            "init", repo, None, True, None, "text", os.environ["PATH"], plan_job
+            "init", repo, None, True, None, "text", os.environ["PATH"], continue_stopped=plan_job
         )
-        reconcile.run(args, CommandIO(sink, sink), _initiatives(fake, repo), reporting)
+        ports = reconcile.ReconcilePorts(CommandIO(sink, sink), _initiatives(fake, repo), reporting)
+        reconcile.run(args, ports)
         state = current(repo).state
         admitted = [c.task_id for c in state.children if c.state is ChildState.LANE_ADMITTED]
         if not admitted:
@@ -83,10 +85,10 @@ def _workflow(fake: FakeGitHub, repo: Path, *, continue_stopped: bool) -> None:
         for task in admitted:
             lane_args = lane.LaneArgs(state.batch_id, task, repo, None, EXECUTOR, None,
                                       dict(os.environ))  # fmt: skip
-            lane.run(lane_args, CommandIO(sink, sink), _initiatives(fake, repo))
+            lane.run(lane_args, Ports(CommandIO(sink, sink), _initiatives(fake, repo)))
         integrate = reconcile.ReconcileArgs("init", repo, state.batch_id, False, None, "text",
                                             os.environ["PATH"])  # fmt: skip
-        reconcile.run(integrate, CommandIO(sink, sink), _initiatives(fake, repo), reporting)
+        reconcile.run(integrate, ports)
     pytest.fail("the workflow did not settle")
 
 
@@ -102,8 +104,8 @@ def _comment_run(fake: FakeGitHub, tmp_path: Path, repo: Path, issue: int) -> No
     event.write_text(json.dumps(payload))
     ops = RepoBatchOperations(repo, None, os.environ["PATH"], _initiatives(fake, repo))
     sink = io.StringIO()
-    args = command.CommandArgs(event, "write")
-    assert command.run(args, CommandIO(sink, sink), _client(fake), lambda: ops) == 0
+    ports = command.CommandPorts(CommandIO(sink, sink), _client(fake), lambda: ops)
+    assert command.run(command.CommandArgs(event, "write"), ports) == 0
 
 
 def _status_comments(fake: FakeGitHub) -> list[dict[str, object]]:
