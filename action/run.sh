@@ -47,6 +47,9 @@ case "$command" in
     with_token
     args=(reconcile "${IMM_INITIATIVE:?input initiative is required}" --remote origin --report)
     if [ "$command" = admit ]; then args+=(--admit); fi
+    # A dispatch without a batch id is a person's `/imm run` (the integrate job's continuation
+    # names its batch): a batch that stopped is continued with what was fixed (SPEC §5.7).
+    if [ "$command" = admit ] && [ -z "${IMM_BATCH_ID:-}" ]; then args+=(--continue-stopped); fi
     if [ -n "${IMM_BATCH_ID:-}" ]; then args+=(--batch-id "$IMM_BATCH_ID"); fi
     if [ -n "${IMM_MAX_PARALLEL:-}" ]; then args+=(--max-parallel "$IMM_MAX_PARALLEL"); fi
     exec "$imm" "${args[@]}"
