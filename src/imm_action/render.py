@@ -165,12 +165,18 @@ def batch_body(
         "|---|---|---|---|---|",
         *rows,
         "",
+        *adopted_markdown(report),
         *failures_markdown(report.children),
         "```mermaid",
         mermaid_dag(order, closures, status, [], BATCH_STYLES),
         "```",
         "",
     ]
+
+
+def adopted_markdown(report: BatchRunReport) -> list[str]:
+    """People's pushes the batch adopted (never a lane's): one bullet each."""
+    return [*(f"- {line}" for line in report.adopted), ""] if report.adopted else []
 
 
 def _seconds(value: float) -> str:
@@ -309,6 +315,7 @@ def batch_text(report: BatchRunReport, *, program: str = "imm", repo: Path | Non
         tries = _tries(child)
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
         lines.extend(failure_text(failure, " " * (width + 4)) for failure in child.failures)
+    lines.extend(report.adopted)
     commands = local_commands(report, program, repo) if repo is not None else []
     lines.append(f"next: {report.next_action}" + (":" if commands else ""))
     lines.extend(f"  {command}" for command in commands)

@@ -99,7 +99,7 @@ def test_integrated_tasks_issues_are_closed_when_configured(
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "close issues")
     _pass(fake, repo)
-    work(repo, "t000", slug="big")
+    work(repo, "t000", {"src/t000/done.txt": "done\n"}, slug="big")  # inside its scope
     _pass(fake, repo, admit=False)
     states = {issue["title"]: issue["state"] for issue in fake.repo(REPO).issues.values()}
     assert states["t000"] == "closed"

@@ -92,15 +92,18 @@ def test_a_lane_commit_not_on_its_lane_base_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_textual_conflict_parks_the_lane_naming_the_paths(tmp_path: Path) -> None:
-    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    # Scopes keep lanes apart; a conflict comes from a person's push on the batch branch.
+    repo = make_project(tmp_path / "r", {"a": []}, scopes={"a": ["a.txt", "shared.txt"]})
     run_pass(repo)
+    head = head_of(repo, "imm/init")
+    pushed = make_lane_commit(repo, head, "x", {"shared.txt": "from a person\n"}, batch_id="y")
+    git(repo, "update-ref", "refs/heads/imm/init", pushed, head)
     work(repo, "a", {"a.txt": "a\n", "shared.txt": "from a\n"})
-    work(repo, "b", {"b.txt": "b\n", "shared.txt": "from b\n"})
     run_pass(repo)
-    assert states(repo) == {"a": "integrated", "b": "needs_human"}
-    assert reasons(repo)["b"].startswith("batch_integration_conflict: ")  # type: ignore[union-attr]
-    assert reasons(repo)["b"].endswith("in: shared.txt")  # type: ignore[union-attr]
-    assert git(repo, "show", "imm/init:shared.txt") == "from a\n"
+    assert states(repo) == {"a": "needs_human"}
+    assert reasons(repo)["a"].startswith("batch_integration_conflict: ")  # type: ignore[union-attr]
+    assert reasons(repo)["a"].endswith("in: shared.txt")  # type: ignore[union-attr]
+    assert git(repo, "show", "imm/init:shared.txt") == "from a person\n"
 
 
 def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipped(
@@ -108,7 +111,7 @@ def test_a_candidate_breaking_a_sibling_check_is_parked_and_its_dependents_skipp
 ) -> None:
     checks = {"a": file_check("a.txt", "a", absent="broken")}
     repo = make_project(tmp_path / "r", {"a": [], "b": [], "c": ["b"]},
-                        scopes={"b": ["config.txt"]}, checks=checks)  # fmt: skip
+                        scopes={"b": ["config.txt", "b.txt"]}, checks=checks)  # fmt: skip
     run_pass(repo)
     work(repo, "a")
     work(repo, "b", {"config.txt": "mode=broken\n", "b.txt": "b\n"})

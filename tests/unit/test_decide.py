@@ -22,6 +22,7 @@ from imm_action.git.candidate import (
 from imm_action.integrate import reasons
 from imm_action.integrate import transitions as t
 from imm_action.integrate.decide import (
+    RECHECKS_BEFORE_BELIEVING,
     BatchDecision,
     Land,
     Park,
@@ -392,11 +393,22 @@ def test_a_commit_pushed_by_a_person_is_adopted_as_the_head() -> None:
     assert [(a.from_, a.to) for a in state.adopted_heads] == [(BASE, pushed.oid)]
 
 
-def test_a_commit_with_the_trailer_but_another_change_is_not_taken_for_the_lane() -> None:
+def test_a_commit_with_the_trailer_but_another_change_is_never_adopted() -> None:
+    # only lanes and the integrator write this batch's trailer: adoption is for people
     forged = _commit("forged", "imm(a): Do a", True, {"a.txt": "100644 " + oid("other")})
-    state = _adopting(forged)
-    assert child(state).state is ChildState.LANE_COMMITTED
-    assert state.commits == []
+    head = HeadFacts(forged.oid, BASE, True, (forged,), {"a": CHANGE})
+    facts = PassFacts(head, reads=RECHECKS_BEFORE_BELIEVING)
+    decided = decide_batch(_committed_a(), DIGEST, facts)
+    assert isinstance(decided, BatchDecision)
+    assert decided.state.adopted_heads == []
+    assert decided.state.commits == []
+    assert f"lane-made commit {forged.oid} is never adopted" in (child(decided.state).reason or "")
+
+
+def test_an_adoption_records_who_pushed_it() -> None:
+    pushed = CommitFact(oid("p"), "fix", "fix\n", (BASE,), {}, "Ann <ann@example.com>")
+    state = _adopting(pushed)
+    assert [(a.to, a.by) for a in state.adopted_heads] == [(pushed.oid, "Ann <ann@example.com>")]
 
 
 # -- lanes (SPEC §5.2 step 4) ----------

@@ -52,6 +52,7 @@ class CommitInfo:
     author_date: str  # raw git date ("<unix> <tz>"), so rebuilt commits keep it exactly
     committer_date: str
     message: str
+    committer: Identity = IMM_IDENTITY
 
     @property
     def subject(self) -> str:
@@ -208,7 +209,7 @@ class GitRepo:
             fields.setdefault(key, []).append(value)
         try:
             author_name, author_email, author_date = _person(fields["author"][0])
-            _, _, committer_date = _person(fields["committer"][0])
+            committer_name, committer_email, committer_date = _person(fields["committer"][0])
             tree = fields["tree"][0]
         except (KeyError, ValueError):
             raise GitFatal(["cat-file", "commit", oid], 0, f"unreadable commit {oid}") from None
@@ -221,6 +222,7 @@ class GitRepo:
             author_date=author_date,
             committer_date=committer_date,
             message=message.rstrip("\n") + "\n",
+            committer=Identity(committer_name, committer_email),
         )
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:

@@ -39,6 +39,7 @@ from imm_action.integrate.reasons import (
     CONFLICT,
     LANE_NEEDS_PERSON,
     LINEAGE_BROKEN,
+    OUTCOME_MISMATCH,
 )
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
@@ -49,6 +50,7 @@ from imm_action.lanes.runners import (
 )
 from imm_action.model.outcome import Failure, carries_trailer
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
+from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.verify.failures import check_failures
 
@@ -228,9 +230,17 @@ def decide_lineage(
             notes.append(f"recording {task_id}, integrated as {commit.oid[:12]} before a crash")
             state = t.integrated(state, task_id, commit.oid)
             expected = commit.oid
+        elif carries_trailer(commit.message, state.batch_id):
+            # adoption is for people: only lanes and the integrator write this trailer
+            return (
+                f"{LINEAGE_BROKEN}: {state.branch} moved to {facts.head}; lane-made commit "
+                f"{commit.oid} is never adopted (it carries this batch's trailer, and the "
+                "integrator did not record it)"
+            )
     if expected != facts.head:
         notes.append(f"adopting {facts.head[:12]} pushed on top of {state.branch}")
-        state = t.adopt_head(state, expected, facts.head)
+        by = facts.since_recorded[-1].committer if facts.since_recorded else None
+        state = t.adopt_head(state, expected, facts.head, by or None)
     return state, tuple(notes)
 
 
@@ -304,6 +314,12 @@ def _take_outcome(state: BatchRunState, child: BatchChild, facts: LaneFacts) -> 
     if outcome.state != "settled" or lane_commit is None:
         reason = outcome.reason or LANE_NEEDS_PERSON
         return t.park(state, child.task_id, reason, qa_failures, outcome.failures)
+    if facts.branch_head is not None and facts.branch_head != lane_commit:
+        why = (
+            f"{OUTCOME_MISMATCH}: the outcome names lane commit {lane_commit}, but "
+            f"{lane.branch} is at {facts.branch_head}"
+        )
+        return t.park(state, child.task_id, why, qa_failures)
     parents = facts.lane_commit_parents or ()
     if parents != (lane.base_head,):
         why = (
@@ -350,6 +366,10 @@ def refusal_of(entry: CandidateFacts) -> str | None:
     """Why this lane commit must not land (SPEC §5.4), or None when its candidate may be
     verified. The checks are only looked at for a built candidate."""
     lane_commit, base, head = entry.lane_commit, entry.lane_base, entry.built_on
+    # the lane's own checks prove nothing: its change is checked again (SPEC §5.4)
+    refused = lane_change_refusal(entry.change, entry.scope)
+    if refused is not None:
+        return refused
     match entry.build:
         case LaneParentsWrong(parents=parents) if len(parents) != 1:
             return (

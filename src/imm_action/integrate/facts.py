@@ -10,6 +10,7 @@ from typing import Literal
 from imm_action.git.candidate import BuildResult
 from imm_action.lanes.runners import RunnerReport
 from imm_action.model.outcome import CheckResult, LaneOutcome
+from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check
 
 ChangeIdentity = Mapping[str, str]  # per changed path: "<mode> <blob>" (SPEC §5.4)
@@ -24,6 +25,7 @@ class CommitFact:
     message: str
     parents: tuple[str, ...]
     change: ChangeIdentity | None  # parent -> commit, for a commit with exactly one parent
+    committer: str = ""  # "Name <email>": who made it (an adoption names them)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class LaneFacts:
     outcome: LaneOutcome | None  # the readable outcome at the lane's outcome ref
     lane_commit_parents: tuple[str, ...] | None  # of the outcome's lane commit; None: absent
     runner: RunnerReport
+    branch_head: str | None = None  # where the lane branch is (None: not there)
 
 
 @dataclass(frozen=True)
@@ -88,3 +91,5 @@ class CandidateFacts:
     build: BuildResult
     checks: ChecksFact | None = None
     results: tuple[CheckResult, ...] = ()
+    change: tuple[ChangedEntry, ...] = ()  # base -> lane commit, re-checked (SPEC §5.4)
+    scope: tuple[str, ...] = ()  # the task's scope_hint as planned

@@ -11,6 +11,8 @@ LANE_LOST: Final = "batch_lane_lost"
 CONFLICT: Final = "batch_integration_conflict"
 CHECK_FAILED: Final = "batch_integration_check_failed"
 CANCELLED: Final = "cancelled"
+# A lane publishes its outcome and its branch in one CAS: disagreement means another writer.
+OUTCOME_MISMATCH: Final = "lane_outcome_mismatch"
 
 # A parked child's pending dependents are skipped with this reason.
 DEPENDENCY_PARKED: Final = "dependency {task_id} parked"

@@ -213,8 +213,10 @@ def fail_lineage(state: BatchRunState, reason: str) -> BatchRunState:
     return stopped.model_copy(update={"batch_state": BatchState.FAILED})
 
 
-def adopt_head(state: BatchRunState, previous: str, head: str) -> BatchRunState:
-    adopted = AdoptedHead.model_validate({"from": previous, "to": head})
+def adopt_head(
+    state: BatchRunState, previous: str, head: str, by: str | None = None
+) -> BatchRunState:
+    adopted = AdoptedHead.model_validate({"from": previous, "to": head, "by": by})
     return state.model_copy(update={"adopted_heads": [*state.adopted_heads, adopted]})
 
 

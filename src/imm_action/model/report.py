@@ -37,6 +37,9 @@ class BatchRunReport(StrictModel):
     lanes_started: Annotated[int, Field(ge=0)]
     created_at: Timestamp
     continues: Continuation | None = None
+    # every push a person made on the batch branch that the batch adopted, as
+    # "adopted: <sha> by <committer>" (a lane-made commit is never adopted)
+    adopted: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

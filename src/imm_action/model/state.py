@@ -122,6 +122,7 @@ class AdoptedHead(StrictModel):
 
     from_: GitOid = Field(alias="from")
     to: GitOid
+    by: str | None = None  # the committer of `to` ("Name <email>"): who pushed it, for the report
 
 
 class Continuation(StrictModel):

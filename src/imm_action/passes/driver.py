@@ -307,7 +307,9 @@ class _Pass:
         integrated: list[str] = []
         while ready := ready_to_integrate(state):
             verifier = self.ports.verifier(self.results)
-            chain = observe_candidates(self.repo, verifier, state, head, ready)
+            chain = observe_candidates(
+                self.repo, verifier, state, head, ready, scopes=self.request.scopes
+            )
             landing = decide_landings(head, chain)
             for step in landing.steps:
                 state = apply_landing(state, step)

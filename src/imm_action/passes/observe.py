@@ -23,6 +23,7 @@ from imm_action.integrate.facts import (
     LaneFacts,
     PassFacts,
 )
+from imm_action.lanes.change import changed_entries
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
@@ -35,7 +36,7 @@ from imm_action.lanes.runners import (
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import LaneOutcome
-from imm_action.model.refs import lane_outcome_ref
+from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.verify.checks import Check, TreeJob, Verifier
 
@@ -72,7 +73,14 @@ def observe_head(repo: GitRepo, state: BatchRunState, head: str | None) -> HeadF
     changes = dict(zip([info.oid for info in single], identities, strict=False))
     lane_changes = dict(zip([c.task_id for c in lanes], identities[len(single) :], strict=True))
     commits = tuple(
-        CommitFact(info.oid, info.subject, info.message, info.parents, changes.get(info.oid))
+        CommitFact(
+            info.oid,
+            info.subject,
+            info.message,
+            info.parents,
+            changes.get(info.oid),
+            f"{info.committer.name} <{info.committer.email}>",
+        )
         for info in infos
     )
     return HeadFacts(head, recorded, True, commits, lane_changes)
@@ -98,6 +106,7 @@ def observe_lanes(
             for c in ended
             if _current(outcomes[c.task_id], c)
         }}  # fmt: skip
+    branches = refs.read(heads(lane_branch(state.initiative_slug, c.task_id)) for c in waiting)
     facts: dict[str, LaneFacts] = {}
     for child in waiting:
         outcome = outcomes[child.task_id]
@@ -105,7 +114,8 @@ def observe_lanes(
         parents = refs.repo.commit(commit).parents if commit and refs.repo.resolve(commit) else None
         report = reports.get(child.task_id)
         if report is not None:
-            facts[child.task_id] = LaneFacts(outcome, parents, report)
+            branch = branches[heads(lane_branch(state.initiative_slug, child.task_id))]
+            facts[child.task_id] = LaneFacts(outcome, parents, report, branch)
     return facts
 
 
@@ -158,6 +168,8 @@ def observe_candidates(
     state: BatchRunState,
     head: str,
     ready: Sequence[BatchChild],
+    *,
+    scopes: Mapping[str, tuple[str, ...]],
 ) -> list[CandidateFacts]:
     """Build a candidate for every ready lane speculatively, each on the one before (unless it
     must not land), and verify the built ones in parallel."""
@@ -179,7 +191,11 @@ def observe_candidates(
                 head=tip,
                 task_of_commit=task_of_commit,
             )
-        entry = CandidateFacts(child.task_id, lane.base_head, lane.lane_commit, tip, build, checks)
+        entry = CandidateFacts(
+            child.task_id, lane.base_head, lane.lane_commit, tip, build, checks,
+            change=tuple(changed_entries(repo, lane.base_head, lane.lane_commit)),
+            scope=tuple(scopes.get(child.task_id, ())),
+        )  # fmt: skip
         chain.append(entry)
         if isinstance(build, Candidate) and refusal_of(entry) is None:
             task_of_commit[build.commit] = child.task_id
