@@ -29,7 +29,8 @@ from imm_action.plan.dag import kahn_order  # noqa: E402
 
 EXECUTOR = """import json, os, pathlib, time
 task = os.environ["IMM_TASK_ID"]
-time.sleep(json.loads(pathlib.Path(os.environ["BENCH_DURATIONS"]).read_text())[task])
+# IMM_*: executors see an allowlisted environment (README "What an executor sees")
+time.sleep(json.loads(pathlib.Path(os.environ["IMM_BENCH_DURATIONS"]).read_text())[task])
 pathlib.Path(f"{task}.txt").write_text(task + "\\n")
 """
 
@@ -110,7 +111,7 @@ def main() -> int:
             write_project(repo, graph)
             (scratch / "durations.json").write_text(json.dumps(seconds))
             (scratch / "executor.py").write_text(EXECUTOR)
-            env = {**os.environ, "BENCH_DURATIONS": str(scratch / "durations.json")}
+            env = {**os.environ, "IMM_BENCH_DURATIONS": str(scratch / "durations.json")}
             executor = shlex.join([sys.executable, str(scratch / "executor.py")])
             started = time.perf_counter()
             subprocess.run(

@@ -88,14 +88,30 @@ class CommittedInputs:
 
 
 def committed_inputs(project: Path, commit: str | None = None) -> CommittedInputs:
-    """The initiatives and intents of `commit` (default HEAD) for the project at `project`."""
+    """The initiatives and intents of `commit` (default HEAD) for the project at `project`.
+
+    A commit never changes, so what was read of it is kept: `imm run` plans again on every
+    pass, mostly at the same base commit, and each reading costs git processes."""
     repo = GitRepo(project)
     at = repo.resolve(commit or "HEAD")
     if at is None:
         raise UsageError(
             f"{commit or 'HEAD'} names no commit: {UNCOMMITTED_NOTE} (make a first commit)"
         )
-    return CommittedInputs(repo, at, project_prefix(repo, project), project)
+    key = (str(project), at)
+    found = _READ.get(key)
+    if found is None:
+        found = CommittedInputs(repo, at, project_prefix(repo, project), project)
+        if len(_READ) >= _KEEP:
+            _READ.pop(next(iter(_READ)))
+        _READ[key] = found
+    else:
+        repo.close()
+    return found
+
+
+_KEEP = 8
+_READ: dict[tuple[str, str], CommittedInputs] = {}
 
 
 def project_prefix(repo: GitRepo, project: Path) -> str:
