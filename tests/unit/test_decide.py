@@ -63,6 +63,8 @@ from imm_action.model.state import (
     LocalRunner,
     StateBudget,
 )
+from imm_action.plan import lane_change
+from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check
 from tests.conftest import descriptor
 
@@ -207,6 +209,11 @@ def _lane_commit_off_base() -> BatchRunState:
     return lanes_pass(admitted("a"), facts).state
 
 
+def _outcome_and_branch_disagree() -> BatchRunState:
+    facts = LaneFacts(outcome("a"), (BASE,), Running(), branch_head=oid("elsewhere"))
+    return lanes_pass(admitted("a"), facts).state
+
+
 def _lost_three_times() -> BatchRunState:
     state = admitted("a", attempts=2, on_github=True)
     facts = LaneFacts(None, None, FinishedWithoutOutcome("cancelled", JOB_URL))
@@ -214,11 +221,17 @@ def _lost_three_times() -> BatchRunState:
 
 
 def _landing(
-    build: object, checks: object = None, results: tuple[CheckResult, ...] = ()
+    build: object,
+    checks: object = None,
+    results: tuple[CheckResult, ...] = (),
+    change: tuple[ChangedEntry, ...] = (),
 ) -> BatchRunState:
     state = admitted("a")
     state = t.lane_committed(state, "a", LANE_A, 0)
-    entry = CandidateFacts("a", BASE, LANE_A, HEAD, build, checks, results)  # type: ignore[arg-type]
+    entry = CandidateFacts(
+        "a", BASE, LANE_A, HEAD, build, checks, results,  # type: ignore[arg-type]
+        change=change, scope=("a.txt",),
+    )  # fmt: skip
     decided = decide_landings(HEAD, [entry])
     for step in decided.steps:
         if isinstance(step, Park):
@@ -320,6 +333,35 @@ ROWS = {
         ("intent of a is unreadable", "bad json"),
     ),
     "cancelled by a person": Row(lambda: t.cancel(admitted("a")), "a", reasons.CANCELLED),
+    "outcome and lane branch disagree": Row(
+        _outcome_and_branch_disagree, "a", reasons.OUTCOME_MISMATCH, (oid("elsewhere"),)
+    ),
+    "a path outside the scope": Row(
+        lambda: _landing(CANDIDATE, _checks(), change=(ChangedEntry("EVIL.txt", "100644"),)),
+        "a",
+        lane_change.OUTSIDE_SCOPE,
+        ("EVIL.txt",),
+    ),
+    "a path under .git": Row(
+        lambda: _landing(CANDIDATE, _checks(), change=(ChangedEntry("a.txt/.git/x", "100644"),)),
+        "a",
+        lane_change.GIT_PATH,
+        ("a.txt/.git/x",),
+    ),
+    "a gitlink": Row(
+        lambda: _landing(CANDIDATE, _checks(), change=(ChangedEntry("a.txt", "160000"),)),
+        "a",
+        lane_change.GITLINK,
+        ("a.txt",),
+    ),
+    "a symlink out of the repository": Row(
+        lambda: _landing(
+            CANDIDATE, _checks(), change=(ChangedEntry("a.txt", "120000", "/etc/passwd"),)
+        ),
+        "a",
+        lane_change.SYMLINK_OUT,
+        ("a.txt",),
+    ),
 }
 
 

@@ -19,6 +19,7 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.local import LocalLanes
 from imm_action.lanes.runners import LaneRunners
+from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchState
@@ -140,9 +141,11 @@ def pass_ports(
     *,
     path_env: str,
     lanes: LaneRunners | None = None,
+    mask: Masker = NO_MASK,
 ) -> PassPorts:
     def verifier(cache: ResultCache) -> Verifier:
-        return Verifier(batch_repo.repo, cache, path_env=path_env)
+        # check output may quote what an executor wrote into the tree: secrets masked
+        return Verifier(batch_repo.repo, cache, path_env=path_env, mask=mask)
 
     return PassPorts(
         refs=batch_repo.refs,

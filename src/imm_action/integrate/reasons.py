@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from imm_action.plan.lane_change import GIT_PATH, GITLINK, OUTSIDE_SCOPE, SYMLINK_OUT
+
 PLAN_CHANGED: Final = "batch_plan_changed"
 LINEAGE_BROKEN: Final = "batch_head_lineage_broken"
 LANE_LOST: Final = "batch_lane_lost"
@@ -18,4 +20,8 @@ OUTCOME_MISMATCH: Final = "lane_outcome_mismatch"
 DEPENDENCY_PARKED: Final = "dependency {task_id} parked"
 LANE_NEEDS_PERSON: Final = "the lane needs a person"
 
-ALL_CODES: Final = (PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED)
+ALL_CODES: Final = (
+    PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED, OUTCOME_MISMATCH,
+    # what a lane commit may change, one pure rule shared with the lanes (plan/lane_change.py)
+    GIT_PATH, GITLINK, SYMLINK_OUT, OUTSIDE_SCOPE,
+)  # fmt: skip

@@ -15,6 +15,7 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
+from imm_action.masking import masker_for
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassResult, reconcile
@@ -96,6 +97,7 @@ class Coordinator:
             self._event,
             path_env=self.options.environment.get("PATH", ""),
             lanes=self.lanes,
+            mask=masker_for(self.options.environment),
         )
         result = reconcile(request, ports)
         self.state_commit = result.stored.commit
