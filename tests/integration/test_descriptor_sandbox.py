@@ -210,3 +210,54 @@ def test_candidates_of_several_trees_verify_in_parallel(
     results = verifier.verify_many([TreeJob(t, (sleeper,)) for t in trees])
     assert all(r[0].passed for r in results)
     assert time.monotonic() - started < 2.5  # three 1 s checks overlapped (serially: over 3 s)
+
+
+def test_a_check_removing_a_file_outside_writable_paths_fails(tree: tuple[GitRepo, str]) -> None:
+    result = _run(tree, _check("import os; os.remove('src/app.py')"))
+    assert result.changed_outside == ["src/app.py"]
+    assert not result.passed
+
+
+def test_the_next_check_sees_a_clean_tree_whatever_the_last_one_left(
+    tree: tuple[GitRepo, str],
+) -> None:
+    vandal = (
+        "import os; open('src/app.py','w').write('x'); os.remove('build/keep'); "
+        "open('src/junk','w'); os.makedirs('new/deep'); open('new/deep/f','w'); "
+        "open('build/out','w')"
+    )
+    _run(tree, _check(vandal, environment={"writable_paths": ["build"]}))
+    inspector = (
+        "import os, sys; files = sorted(os.path.join(d, f)[2:] for d, _, fs in os.walk('.') "
+        "for f in fs); ok = files == ['build/keep', 'src/app.py'] and "
+        "open('src/app.py').read() == \"print('hi')\\n\"; sys.exit(0 if ok else 1)"
+    )
+    assert _run(tree, _check(inspector)).passed
+
+
+def test_a_check_on_another_tree_sees_exactly_that_tree(tree: tuple[GitRepo, str]) -> None:
+    repo, first = tree
+    _run(tree, _check("pass"))
+    git(repo.path, "rm", "-q", "src/app.py")
+    (repo.path / "new.txt").write_text("new\n")
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-qm", "next")
+    second = git(repo.path, "rev-parse", "HEAD^{tree}").strip()
+    inspector = (
+        "import os, sys; files = sorted(os.path.join(d, f)[2:] for d, _, fs in os.walk('.') "
+        "for f in fs); sys.exit(0 if files == ['build/keep', 'new.txt'] else 1)"
+    )
+    assert first != second
+    assert _run((repo, second), _check(inspector)).passed
+
+
+def test_a_check_tree_left_mid_move_by_a_killed_process_is_taken_back(
+    tree: tuple[GitRepo, str],
+) -> None:
+    repo, _ = tree
+    assert _run(tree, _check("pass")).passed
+    [slot] = (repo.path / ".git/imm/trees").glob("slot-*")
+    (slot / "index.lock").write_text("")  # what a SIGKILL during `read-tree -u` leaves
+    (slot / "tree/src/app.py").write_text("half written")
+    inspector = "import sys; sys.exit(open('src/app.py').read() != \"print('hi')\\n\")"
+    assert _run(tree, _check(inspector)).passed

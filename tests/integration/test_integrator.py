@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from imm_action.errors import UsageError
+from imm_action.integrate.store import StateStore
 from imm_action.render import next_commands
 from tests.batch_helpers import (
     branch_log,
@@ -16,11 +18,12 @@ from tests.batch_helpers import (
     lane_of,
     make_lane_commit,
     make_project,
+    open_local,
     publish,
     run_pass,
     work,
 )
-from tests.conftest import git
+from tests.conftest import descriptor, git
 
 THREE = {"a": [], "b": [], "c": []}
 
@@ -233,3 +236,56 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
     reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin"))
     (child,) = current(repo).state.children
     assert (str(child.state), child.attempts) == ("pending", 0)
+
+
+def test_a_finished_batch_leaves_its_branch_and_its_state_ref_only(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", THREE)
+    run_pass(repo)
+    lanes = {task: work(repo, task) for task in THREE}
+    run_pass(repo)
+    stored = current(repo)
+    assert stored.state.batch_state == "completed"
+    refs = git(repo, "for-each-ref", "--format=%(refname)").split()
+    assert refs == [
+        "refs/heads/imm/init",
+        "refs/heads/main",
+        f"refs/imm/batches/{stored.state.batch_id}",
+    ]
+    assert [c.lane.lane_commit for c in stored.state.children if c.lane] == list(lanes.values())
+
+
+def test_a_landed_lane_outcome_stays_reachable_from_the_state_chain(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", THREE)
+    run_pass(repo)
+    lanes = {task: work(repo, task) for task in THREE}
+    run_pass(repo)
+    stored = current(repo)
+    landed = StateStore(open_local(repo).refs).landed_outcomes(stored.state.batch_id)
+    assert sorted(landed) == sorted(THREE)
+    for task, outcome in landed.items():
+        assert git(repo, "rev-parse", f"{outcome}^").strip() == lanes[task]
+
+
+def test_verify_parallel_sets_how_many_candidates_the_integrator_checks_at_once(
+    tmp_path: Path,
+) -> None:
+    # Each check waits (up to 60 s) until every candidate's check has started: they can all
+    # pass only if `verify_parallel` candidates run at once, more than the cores of this machine.
+    lanes = (os.cpu_count() or 1) + 1
+    tasks = {f"t{index}": [] for index in range(lanes)}
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    code = (
+        "import os, sys, time, uuid; d = sys.argv[1]; "
+        "open(os.path.join(d, uuid.uuid4().hex), 'w'); "
+        f"sys.exit(0 if any(len(os.listdir(d)) >= {lanes} or time.sleep(0.1) "
+        "for _ in range(600)) else 1)"
+    )
+    check = descriptor(["-c", code, str(meeting)])
+    config = f"max_parallel: {lanes}\nverify_parallel: {lanes}\n"
+    repo = make_project(tmp_path / "r", tasks, checks=dict.fromkeys(tasks, check),
+                        extra_files={".github/imm.yml": config})  # fmt: skip
+    run_pass(repo)
+    for task in tasks:
+        work(repo, task)
+    assert run_pass(repo).integrated == tuple(tasks)

@@ -145,7 +145,8 @@ def pass_ports(
 ) -> PassPorts:
     def verifier(cache: ResultCache) -> Verifier:
         # check output may quote what an executor wrote into the tree: secrets masked
-        return Verifier(batch_repo.repo, cache, path_env=path_env, mask=mask)
+        workers = batch_repo.config.verify_parallel
+        return Verifier(batch_repo.repo, cache, path_env=path_env, workers=workers, mask=mask)
 
     return PassPorts(
         refs=batch_repo.refs,

@@ -75,12 +75,14 @@ def closing_commands(program: str, root: Path) -> list[str]:
 def _show_the_qa_loop(root: Path, io: CommandIO, initiatives: InitiativeSource) -> None:
     """What a task's first attempt failed, and that the executor fixed it with those findings."""
     batch_repo = open_batch_repo(root, None, initiatives)
-    stored = StateStore(batch_repo.refs).batches_of(SLUG)[-1]
+    store = StateStore(batch_repo.refs)
+    stored = store.batches_of(SLUG)[-1]
+    landed = store.landed_outcomes(stored.state.batch_id)  # their refs go when they land
     for child in stored.state.children:
         if not child.qa_failures:
             continue
         ref = lane_outcome_ref(stored.state.batch_id, child.task_id)
-        commit = batch_repo.refs.read([ref])[ref]
+        commit = batch_repo.refs.read([ref])[ref] or landed.get(child.task_id)
         outcome = read_outcome(batch_repo.repo, commit) if commit else None
         if outcome is None or not outcome.failures:
             continue

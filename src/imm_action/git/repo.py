@@ -446,6 +446,65 @@ class GitRepo:
         )
         return self.git.output(["mktree"], input_text=entries).strip()
 
+    def write_object(self, kind: Literal["blob", "tree"], body: bytes) -> str:
+        """One object from its raw body (a tree body is git's binary entry list)."""
+        if self._loose_objects() is not None:
+            return self._write_loose(kind, body)
+        return self._pipe(["hash-object", "-t", kind, "-w", "--stdin"], body)
+
+    def hash_object(self, kind: Literal["blob", "tree"], body: bytes) -> str:
+        """The id `body` has (or would have) as an object, without writing it."""
+        if self._loose_objects() is not None:
+            data = f"{kind} {len(body)}\0".encode() + body
+            return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+        return self._pipe(["hash-object", "-t", kind, "--stdin"], body)
+
+    def _pipe(self, args: list[str], body: bytes) -> str:
+        process = self.git.spawn(args)
+        out, _ = process.communicate(body)
+        if process.returncode != 0:
+            raise GitFatal(args, process.returncode, "could not write an object")
+        return out.decode().strip()
+
+    def list_blobs(self, commit: str) -> dict[str, str]:
+        """Every file of a commit's tree (path -> blob id), in one process."""
+        listing = self.git.output(["ls-tree", "-r", "-z", "--full-tree", commit])
+        files: dict[str, str] = {}
+        for entry in listing.split("\0"):
+            if entry:
+                info, path = entry.split("\t", 1)
+                files[path] = info.split(" ")[2]
+        return files
+
+    def read_blob(self, oid: str) -> bytes | None:
+        found = self._objects.read(oid)
+        return found[1] if found is not None and found[0] == "blob" else None
+
+    def pack_loose_objects(self) -> None:
+        """Put every loose object into one new pack and drop the loose copies: work in the
+        number of loose objects, not in the repository's size, and safe while others write
+        (an object written meanwhile stays loose; a loose copy goes only once packed)."""
+        objects = (
+            self._loose_objects()
+            or self.path / self.git.output(["rev-parse", "--git-path", "objects"]).strip()
+        )
+        names = []
+        for folder in os.listdir(objects):
+            if len(folder) == 2:
+                with contextlib.suppress(OSError):
+                    names += [
+                        folder + name
+                        for name in os.listdir(objects / folder)
+                        if not name.startswith("tmp_")
+                    ]
+        if len(names) < 2:
+            return
+        pack = str(objects / "pack" / "pack")
+        self.git.run(
+            ["pack-objects", "-q", "--window=10", pack], input_text="\n".join(names) + "\n"
+        )
+        self.git.run(["prune-packed", "-q"])
+
     # -- refs ----------------------------------------------------------------------------
     def compare_and_swap(self, updates: Sequence[RefUpdate]) -> None:
         """Move every ref at once or none: one `update-ref --stdin` transaction. A ref not at

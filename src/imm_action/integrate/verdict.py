@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from imm_action.integrate.reasons import LINEAGE_BROKEN, PLAN_CHANGED
 from imm_action.integrate.transitions import admissions_used, child_of
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
-from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
 from imm_action.text import plural
 
 
@@ -113,7 +114,10 @@ def _first_reason(state: BatchRunState, default: str) -> str:
 
 def child_reason(state: BatchRunState, task_id: str) -> str | None:
     """Why a child that is not done is where it is (every such child carries one)."""
-    child = child_of(state, task_id)
+    return _reason(child_of(state, task_id), {c.task_id for c in state.children if c.state.done})
+
+
+def _reason(child: BatchChild, done: AbstractSet[str]) -> str | None:
     if child.state.done:
         return None
     if child.reason:
@@ -124,9 +128,26 @@ def child_reason(state: BatchRunState, task_id: str) -> str | None:
         case ChildState.SETTLED | ChildState.LANE_COMMITTED:
             return "lane committed; waiting for integration"
         case _:
-            done = {c.task_id for c in state.children if c.state.done}
             waiting = [need for need in child.blocked_by if need not in done]
             return f"waiting for {', '.join(waiting)}" if waiting else "waiting for a lane"
+
+
+def report_children(state: BatchRunState) -> list[ReportChild]:
+    """Every child as the report shows it: one pass over the children (linear in N)."""
+    done = {c.task_id for c in state.children if c.state.done}
+    return [
+        ReportChild.model_construct(
+            task_id=child.task_id,
+            state=child.state,
+            reason=_reason(child, done),
+            commit=child.commit,
+            lane_branch=child.lane.branch if child.lane else None,
+            attempts=child.attempts,
+            qa_failures=child.qa_failures,
+            failures=list(child.failures),
+        )
+        for child in state.children
+    ]
 
 
 def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunReport:
@@ -136,19 +157,7 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         initiative_slug=state.initiative_slug,
         batch_state=verdict.batch_state,
         max_parallel=state.max_parallel,
-        children=[
-            ReportChild(
-                task_id=child.task_id,
-                state=child.state,
-                reason=child_reason(state, child.task_id),
-                commit=child.commit,
-                lane_branch=child.lane.branch if child.lane else None,
-                attempts=child.attempts,
-                qa_failures=child.qa_failures,
-                failures=list(child.failures),
-            )
-            for child in state.children
-        ],
+        children=report_children(state),
         commits=list(state.commits),
         reason=verdict.reason,
         next_action=verdict.next_action,

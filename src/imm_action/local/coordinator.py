@@ -19,9 +19,11 @@ from imm_action.masking import masker_for
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassResult, reconcile
+from imm_action.verify.trees import remove_pool
 
 POLL_S = 0.02
 STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
+PACK_EVERY_PASSES = 200
 
 
 @dataclass
@@ -67,14 +69,22 @@ class Coordinator:
     def run(self) -> BatchRunState:
         """Drive the batch until nothing is in flight and nothing can start."""
         result = self._pass()
+        passes = 1
         while True:
             self._start_admitted(result)
             state = result.stored.state
             if state.batch_state.is_terminal or (not self.lanes.running and not result.admitted):
                 self.lanes.stop_all()
+                remove_pool(self.batch_repo.repo)
+                self.batch_repo.repo.pack_loose_objects()
                 return state
             self._wait_for_a_lane()
             result = self._pass()
+            passes += 1
+            if passes % PACK_EVERY_PASSES == 0:
+                # Every pass writes a few small objects and every lane a tree or two: packed
+                # as they come, a 1,000-task batch leaves megabytes in .git, not hundreds.
+                self.batch_repo.repo.pack_loose_objects()
 
     def interrupt(self) -> None:
         """Ctrl-C: end the running lanes cleanly; the next `imm run` resumes the batch."""

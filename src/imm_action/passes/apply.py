@@ -29,7 +29,7 @@ class Applier:
     ) -> StoredBatch:
         """A new batch: its first state and its branch (and `also`), in one CAS."""
         report = build_report(state, verdict, state.created_at)
-        return self.store.write(None, state, report, self.results.stored(), [branch, *also])
+        return self.store.write(None, state, report, self.results.stored(), also=[branch, *also])
 
     def persist(
         self,
@@ -37,8 +37,10 @@ class Applier:
         state: BatchRunState,
         verdict: Verdict,
         also: Sequence[RefUpdate] = (),
+        keep: Sequence[str] = (),
     ) -> StoredBatch:
-        """Write `state` with the batch state of `verdict`; an idle pass writes nothing."""
+        """Write `state` with the batch state of `verdict`; an idle pass writes nothing.
+        `keep`: commits the state commit holds as further parents (landed outcomes)."""
         now = self.clock()
         final = state.model_copy(update={"batch_state": verdict.batch_state})
         report = build_report(final, verdict, now)
@@ -46,7 +48,7 @@ class Applier:
             return stored
         final = final.model_copy(update={"updated_at": now})
         report = build_report(final, verdict, now)
-        return self.store.write(stored, final, report, self.results.stored(), also)
+        return self.store.write(stored, final, report, self.results.stored(), also=also, keep=keep)
 
     def _same(self, stored: StoredBatch, state: BatchRunState, report: BatchRunReport) -> bool:
         if stored.report is None:

@@ -128,7 +128,7 @@ class Continuing:
         )
         first = verdict(state, [c.task_id for c in children if c.state is ChildState.PENDING])
         report = build_report(state, first, now)
-        return self.store.write(None, state, report, self.results.stored(), also)
+        return self.store.write(None, state, report, self.results.stored(), also=also)
 
     def _bring_in_the_base(
         self, start: StartPlan, stopped: BatchRunState, branch_head: str, now: str

@@ -42,7 +42,7 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.lanes.runners import LaneRunners
 from imm_action.model.plan import BatchPlan
-from imm_action.model.refs import batch_branch, heads, lane_branch
+from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import (
     STATE_CONTRACT,
     BatchChild,
@@ -310,13 +310,22 @@ class _Pass:
             chain = observe_candidates(
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes
             )
+            lane_refs = self._lane_refs(state, ready)
             landing = decide_landings(head, chain)
             for step in landing.steps:
                 state = apply_landing(state, step)
                 also: list[RefUpdate] = []
+                keep: list[str] = []
                 if isinstance(step, Land):
                     also.append(RefUpdate(self.branch_ref, step.commit, step.head))
-                stored = self.apply.persist(stored, state, self._verdict(state), also)
+                    # The lane's branch and outcome ref go in the same CAS (their ids stay in
+                    # the state; a finished batch leaves its branch and its state ref, not 2N
+                    # refs); the state commit keeps the outcome as a further parent, so the
+                    # audit chain still reaches it and the lane commit.
+                    branch, outcome = lane_refs[step.task_id]
+                    also += [RefUpdate(ref, None, old) for ref, old in (branch, outcome) if old]
+                    keep += [outcome[1]] if outcome[1] else []
+                stored = self.apply.persist(stored, state, self._verdict(state), also, keep)
                 if isinstance(step, Land):
                     self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
                     integrated.append(step.task_id)
@@ -324,6 +333,28 @@ class _Pass:
             if not landing.again:
                 break
         return stored, state, head, tuple(integrated)
+
+    def _lane_refs(
+        self, state: BatchRunState, ready: list[BatchChild]
+    ) -> dict[str, tuple[tuple[str, str | None], tuple[str, str | None]]]:
+        """Per ready child, its lane branch and outcome ref with where they point now (the
+        branch only while it still holds the lane commit: anything else there is someone's)."""
+        names = {
+            child.task_id: (
+                heads(lane_branch(state.initiative_slug, child.task_id)),
+                lane_outcome_ref(state.batch_id, child.task_id),
+            )
+            for child in ready
+        }
+        found = self.ports.refs.read(ref for pair in names.values() for ref in pair)
+        lane_commits = {c.task_id: c.lane.lane_commit if c.lane else None for c in ready}
+        return {
+            task: (
+                (branch, found[branch] if found[branch] == lane_commits[task] else None),
+                (outcome, found[outcome]),
+            )
+            for task, (branch, outcome) in names.items()
+        }
 
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
     def _verdict(self, state: BatchRunState) -> Verdict:

@@ -17,6 +17,7 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.verify.sandbox import Sandbox, run_command
+from imm_action.verify.trees import checked_out
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class ResultCache:
         self._lock = threading.Lock()
         self._tree_locks: dict[str, threading.Lock] = {}
         self._results: dict[tuple[str, str], CheckResult] = {}
+        self._stored: CheckCache | None = None
         for entry in stored.entries if stored else ():
             self._results[(entry.tree, entry.descriptor_digest)] = entry.result
 
@@ -55,14 +57,19 @@ class ResultCache:
     def put(self, tree: str, digest: str, result: CheckResult) -> None:
         with self._lock:
             self._results[(tree, digest)] = result
+            self._stored = None
 
     def stored(self) -> CheckCache:
+        """The cache as the state stores it; built again only after a `put` (every write of
+        the state asks for it)."""
         with self._lock:
-            entries = [
-                CachedCheck(tree=tree, descriptor_digest=digest, result=result)
-                for (tree, digest), result in sorted(self._results.items())
-            ]
-        return CheckCache(entries=entries)
+            if self._stored is None:
+                entries = [
+                    CachedCheck(tree=tree, descriptor_digest=digest, result=result)
+                    for (tree, digest), result in sorted(self._results.items())
+                ]
+                self._stored = CheckCache(entries=entries)
+            return self._stored
 
 
 @dataclass(frozen=True)
@@ -122,9 +129,12 @@ class Verifier:
     def _run_group(
         self, tree: str, environment: DescriptorEnvironment, group: list[Check]
     ) -> list[tuple[Check, CheckResult]]:
-        with tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch:
-            sandbox = Sandbox(Path(scratch) / "tree", Path(scratch) / "home", self._path_env)
-            self._repo.materialise(tree, sandbox.root)
+        with (
+            tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch,
+            checked_out(self._repo, tree) as checkout,
+        ):
+            home = Path(scratch) / "home"
+            sandbox = Sandbox(checkout.root, home, self._path_env, checkout.changed)
             writable = tuple(environment.writable_paths)
             if environment.prepare is not None:
                 prepared = run_command(sandbox, "prepare", environment.prepare, writable)

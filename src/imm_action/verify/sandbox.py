@@ -13,6 +13,7 @@ import selectors
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,9 @@ class Sandbox:
     root: Path
     home: Path
     path_env: str  # the PATH commands may look tools up on
+    # Tracked files changed outside the writable folders, when git's own stat data can tell
+    # (a checkout with its own index, trees.py); else the tree is walked before and after.
+    changes: Callable[[tuple[str, ...]], list[str]] | None = None
 
     def environment(self) -> dict[str, str]:
         tmp = self.home / "tmp"
@@ -54,9 +58,12 @@ def run_command(
         argv, cwd = _resolve(sandbox, command)
     except _CannotRun as refusal:
         return _refused(check_id, str(refusal))
-    before = snapshot(sandbox.root, writable)
+    before = snapshot(sandbox.root, writable) if sandbox.changes is None else {}
     exit_code, output, timed_out, limited = _execute(argv, cwd, sandbox, command)
-    changed = changed_paths(before, snapshot(sandbox.root, writable))
+    if sandbox.changes is None:
+        changed = changed_paths(before, snapshot(sandbox.root, writable))
+    else:
+        changed = sandbox.changes(writable)
     duration = int((time.monotonic() - started) * 1000)
     return CheckResult(
         check_id=check_id,

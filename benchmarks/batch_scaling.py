@@ -1,0 +1,229 @@
+"""How a whole `imm run` scales with the number of tasks (issue 13, SPEC §9).
+
+A DAG of N tasks — independent tasks and chains of three — whose executors sleep 0.2 s and
+write one file, run with 8 lanes. The ideal is the zero-overhead list schedule of the same DAG
+(whenever a lane is free, the first startable task in plan order starts on it), computed here.
+For each N it prints:
+
+- wall and ideal makespan and their ratio;
+- imm's own cost per task, (wall - ideal) / N, and its ratio to the same figure at the
+  smallest N of the run (the goal: <= 0.15 s at N = 1,000, within 25 % of N = 50);
+- lane utilisation: executor-busy lane-seconds / (wall x lanes), next to the ideal's;
+- what the finished batch leaves: refs under refs/imm and refs/heads/imm*, and the size of .git.
+
+A calibration (100 `git rev-parse` processes) runs first and after each N, so a reader sees how
+loaded the machine was; the load average is printed too.
+
+    python benchmarks/batch_scaling.py [--sizes 50,200,1000] [--lanes 8] [--seconds 0.2]
+    python benchmarks/batch_scaling.py --quick        # N = 20, 60 for iteration
+    python benchmarks/batch_scaling.py --baseline-src ../old/src   # and the old imm, same run
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from imm_action.plan.dag import kahn_order  # noqa: E402
+
+# A shell, not python: an interpreter start would count as imm's overhead. `$0` is the task id.
+EXECUTOR_SCRIPT = (
+    'start=$(date +%s.%N); sleep "$BENCH_SECONDS"; echo "$IMM_TASK_ID" > "$IMM_TASK_ID.txt"; '
+    'echo "$IMM_TASK_ID $start $(date +%s.%N)" >> "$BENCH_TIMES"'
+)
+
+
+def make_dag(tasks: int) -> dict[str, list[str]]:
+    """Groups of five: a chain of three (t0 <- t1 <- t2) and two independent tasks."""
+    width = len(str(tasks - 1))
+    names = [f"t{index:0{width}d}" for index in range(tasks)]
+    return {
+        name: [names[index - 1]] if index % 5 in (1, 2) else [] for index, name in enumerate(names)
+    }
+
+
+def ideal_list_schedule(
+    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int
+) -> float:
+    order = kahn_order(graph)
+    done_at: dict[str, float] = {}
+    running: list[tuple[float, str]] = []
+    pending = list(order)
+    now = 0.0
+    while pending or running:
+        startable = [
+            t for t in pending if all(n in done_at and done_at[n] <= now for n in graph[t])
+        ]
+        for task in startable[: lanes - len(running)]:
+            pending.remove(task)
+            heapq.heappush(running, (now + seconds[task], task))
+        finish, task = heapq.heappop(running)
+        now = finish
+        done_at[task] = finish
+    return now
+
+
+def write_project(root: Path, graph: dict[str, list[str]], lanes: int) -> None:
+    # A trivial check (coreutils `true`): what is measured is imm's own overhead.
+    check = {"executable": "true", "argv": [], "timeout_ms": 60000}
+    verification = json.dumps(
+        {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
+    )
+    lines = ["# bench", ""]
+    (root / "docs/plans").mkdir(parents=True)
+    (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    (root / ".github/imm.yml").write_text(f"max_parallel: {lanes}\n")
+    for task, needs in graph.items():
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
+            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
+        }  # fmt: skip
+        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
+    (root / "docs/initiatives/bench.md").write_text("\n".join(lines) + "\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "bench")
+
+
+def git(root: Path, *args: str) -> str:
+    identity = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
+    env = {**os.environ, **identity, "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    return subprocess.run(
+        ["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def calibrate() -> float:
+    """Seconds for 100 trivial git processes: the machine's load, in the unit imm pays."""
+    started = time.perf_counter()
+    for _ in range(100):
+        subprocess.run(["git", "--version"], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def disk_usage(path: Path) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def busy_seconds(times: Path) -> float:
+    total = 0.0
+    for line in times.read_text().splitlines():
+        _task, start, end = line.split()
+        total += float(end) - float(start)
+    return total
+
+
+def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -> dict[str, float]:
+    graph = make_dag(tasks)
+    durations = dict.fromkeys(graph, seconds)
+    scratch = Path(tempfile.mkdtemp(prefix="imm-scaling-"))
+    try:
+        repo = scratch / "repo"
+        repo.mkdir()
+        write_project(repo, graph, lanes)
+        times = scratch / "times.txt"
+        times.touch()
+        env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times)}
+        if source:  # another checkout's imm (the baseline), ahead of the installed one
+            env["PYTHONPATH"] = source
+        executor = shlex.join(["sh", "-c", EXECUTOR_SCRIPT])
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "bench", "--repo", str(repo),
+             "--max-parallel", str(lanes), "--executor", executor],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/imm", "refs/heads/imm")
+        refs += git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/imm-lane")
+        done = sum(1 for line in times.read_text().splitlines() if line.strip())
+        if done != tasks:
+            raise SystemExit(f"only {done} of {tasks} executors ran")
+        busy = busy_seconds(times)
+        git_bytes = disk_usage(repo / ".git")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    ideal = ideal_list_schedule(graph, durations, lanes)
+    return {
+        "wall": wall,
+        "ideal": ideal,
+        "busy": busy,
+        "refs": len(refs.split()),
+        "git_mb": git_bytes / 1e6,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="50,200,1000")
+    parser.add_argument("--lanes", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=0.2)
+    parser.add_argument("--quick", action="store_true", help="N = 20, 60")
+    parser.add_argument(
+        "--baseline-src",
+        help="the src folder of another imm (e.g. a worktree of an older commit): each N runs "
+        "with it too, in the same run, and the row shows wall / its wall",
+    )
+    args = parser.parse_args()
+    sizes = [20, 60] if args.quick else [int(n) for n in args.sizes.split(",")]
+    lanes, seconds = args.lanes, args.seconds
+    print(f"batch scaling: {lanes} lanes, executors sleeping {seconds} s, chains of 3 and pairs")
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(f"calibration: 100 git processes in {calibrate():.2f} s")
+    header = (
+        f"{'N':>5} {'wall':>8} {'ideal':>7} {'ratio':>6} {'cost/task':>9} {'vs first':>8} "
+        f"{'util':>5} {'ideal util':>10} {'refs':>4} {'.git':>8} {'load':>5} {'calib':>6}"
+    )
+    print(header)
+    first: float | None = None
+    for tasks in sizes:
+        figures = run_one(tasks, lanes, seconds)
+        wall, ideal = figures["wall"], figures["ideal"]
+        cost = (wall - ideal) / tasks
+        first = cost if first is None else first
+        utilisation = figures["busy"] / (wall * lanes)
+        ideal_utilisation = tasks * seconds / (ideal * lanes)
+        print(
+            f"{tasks:>5} {wall:7.1f}s {ideal:6.1f}s {wall / ideal:6.2f} {cost:8.3f}s "
+            f"{cost / first:8.2f} {utilisation:5.2f} {ideal_utilisation:10.2f} "
+            f"{int(figures['refs']):>4} {figures['git_mb']:6.1f}MB "
+            f"{os.getloadavg()[0]:5.2f} {calibrate():5.2f}s",
+            flush=True,
+        )
+        if args.baseline_src:
+            old = run_one(tasks, lanes, seconds, args.baseline_src)
+            old_cost = (old["wall"] - ideal) / tasks
+            print(
+                f"{'':>5} baseline: {old['wall']:7.1f}s, cost/task {old_cost:.3f}s, "
+                f"util {old['busy'] / (old['wall'] * lanes):.2f}, {int(old['refs'])} refs, "
+                f"{old['git_mb']:.1f}MB -> this wall / baseline wall = {wall / old['wall']:.2f}",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,194 @@
+"""Speculative verification held to a figure (issue 13, SPEC §9).
+
+Four lanes are ready at once; each candidate's check sleeps 1 s. One reconcile pass stacks the
+candidates (each on the one before), verifies them `verify_parallel` at a time and lands them in
+order. Sequential integration (`verify_parallel: 1`) is the baseline measured in the same run;
+one worker per core is the default. For each setting it prints the pass's wall time, the wall
+time beyond the checks' own 1 s, the final tree and the parked tasks, which must be the same
+for every setting. Then the second lane's check fails: the candidates above it are rebuilt on
+the last landed one and checked again, and the one below is not.
+
+    python benchmarks/speculative_verification.py [--lanes 4] [--seconds 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request  # noqa: E402
+from imm_action.integrate.store import StateStore  # noqa: E402
+from imm_action.lanes.outcome import publish_outcome  # noqa: E402
+from imm_action.model.outcome import OUTCOME_CONTRACT, LaneOutcome  # noqa: E402
+from imm_action.passes.driver import PassResult, reconcile  # noqa: E402
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
+}
+
+
+def git(repo: Path, *args: str, index: str | None = None, stdin: str | None = None) -> str:
+    env = {**os.environ, **GIT_ENV, **({"GIT_INDEX_FILE": index} if index else {})}
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, input=stdin, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setup) -> None:
+    (root / "docs/plans").mkdir(parents=True)
+    (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    config = f"max_parallel: {len(tasks)}\n" + (
+        f"verify_parallel: {parallel}\n" if parallel else ""
+    )
+    (root / ".github/imm.yml").write_text(config)
+    lines = ["# bench", ""]
+    for task in tasks:
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        code = 1 if task == setup.failing else 0
+        # each run logs which lanes' files its tree holds: that names the candidate
+        script = f"sleep {setup.seconds}; echo $(ls t*.txt) >> {setup.runs}; exit {code}"
+        verification = json.dumps({
+            "contract": "assurance_kernel/verification_descriptor/v2",
+            "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000},
+        })  # fmt: skip
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
+            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
+        }  # fmt: skip
+        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
+    (root / "docs/initiatives/bench.md").write_text("\n".join(lines) + "\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "bench")
+
+
+def one_pass(repo: Path) -> PassResult:
+    batch_repo = open_batch_repo(repo, None)
+    request = pass_request(batch_repo, "bench", batch_id=None, admit=True)
+    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"])
+    return reconcile(request, ports)
+
+
+def lanes_ready(repo: Path, tasks: list[str]) -> None:
+    """Every admitted lane does its work and publishes its outcome, as a lane would."""
+    batch_repo = open_batch_repo(repo, None)
+    [stored] = StateStore(batch_repo.refs).all_batches()
+    scratch = tempfile.mkdtemp()
+    for child in stored.state.children:
+        assert child.lane is not None
+        index = os.path.join(scratch, child.task_id)
+        git(repo, "read-tree", child.lane.base_head, index=index)
+        blob = git(repo, "hash-object", "-w", "--stdin", stdin=f"{child.task_id}\n")
+        git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{child.task_id}.txt",
+            index=index)  # fmt: skip
+        tree = git(repo, "write-tree", index=index)
+        message = f"imm({child.task_id}): Do it\n\nImmune-Brain-Batch: {stored.state.batch_id}\n"
+        commit = git(repo, "commit-tree", tree, "-p", child.lane.base_head, "-m", message)
+        outcome = LaneOutcome(
+            contract=OUTCOME_CONTRACT, batch_id=stored.state.batch_id, task_id=child.task_id,
+            attempt=child.attempts, state="settled", reason=None, qa_failures=0, findings=[],
+            lane_commit=commit,
+        )  # fmt: skip
+        publish_outcome(batch_repo.refs, "bench", outcome, "1700000000 +0000")
+    shutil.rmtree(scratch)
+    assert len(stored.state.children) == len(tasks)
+
+
+@dataclass(frozen=True)
+class Setup:
+    seconds: float
+    failing: str | None
+    runs: Path
+
+
+def measure(
+    lanes: int, parallel: int | None, seconds: float, failing: str | None
+) -> tuple[float, str, list[str], list[str]]:
+    tasks = [f"t{index}" for index in range(lanes)]
+    scratch = Path(tempfile.mkdtemp(prefix="imm-speculative-"))
+    try:
+        repo = scratch / "repo"
+        repo.mkdir()
+        runs = scratch / "runs.txt"
+        runs.touch()
+        make_project(repo, tasks, parallel, Setup(seconds, failing, runs))
+        assert len(one_pass(repo).admitted) == lanes
+        lanes_ready(repo, tasks)
+        started = time.perf_counter()
+        result = one_pass(repo)
+        wall = time.perf_counter() - started
+        state = result.stored.state
+        parked = sorted(c.task_id for c in state.children if c.state == "needs_human")
+        # what the batch changed (the base differs by its config line only)
+        change = git(repo, "diff-tree", "-r", "main", "imm/bench")
+        return wall, change, parked, runs.read_text().splitlines()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lanes", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3, help="median of this many passes")
+    args = parser.parse_args()
+    cores = os.cpu_count() or 1
+    print(f"speculative verification: {args.lanes} ready lanes, checks sleeping {args.seconds} s")
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({cores} cores)")
+    settings = [("sequential", 1), (f"one per core ({cores})", None), ("verify_parallel 4", 4)]
+    # SPEC 5.4: a candidate passes its own checks and those of every sibling landed since its
+    # lane base, one after another in its tree: the k-th candidate runs k checks. The least wall
+    # the checks need, with enough workers, is the top candidate's: lanes x seconds.
+    critical = args.lanes * args.seconds
+    print(f"checks on the top candidate alone: {args.lanes} x {args.seconds} s = {critical:.1f} s")
+    print(
+        f"{'setting':<22} {'pass wall':>9} {'vs sequential':>13} {'beyond checks':>13} "
+        f"{'check runs':>10} {'candidates':>10} {'parked':>7}"
+    )
+    for failing in (None, "t1"):
+        if failing:
+            print(f"-- the check of {failing} fails:")
+        outcomes: set[tuple[str, tuple[str, ...]]] = set()
+        baseline: float | None = None
+        for name, parallel in settings:
+            figures = [measure(args.lanes, parallel, args.seconds, failing)
+                       for _ in range(args.repeat)]  # fmt: skip
+            figures.sort(key=lambda figure: figure[0])
+            wall, change, parked, runs = figures[len(figures) // 2]
+            baseline = baseline or wall
+            outcomes.add((change, tuple(parked)))
+            candidates = len(set(runs))
+            print(
+                f"{name:<22} {wall:8.2f}s {wall / baseline:13.2f} {wall - critical:12.2f}s "
+                f"{len(runs):>10} {candidates:>10} {','.join(parked) or '-':>7}",
+                flush=True,
+            )
+            if failing:
+                below = [run for run in runs if run.split() == ["t0.txt"]]
+                print(f"{'':<22} the candidate below the failure was checked {len(below)} time(s)")
+        print(f"same change landed and same parked set for every setting: {len(outcomes) == 1}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
