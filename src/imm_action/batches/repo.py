@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +22,7 @@ from imm_action.lanes.runners import LaneRunners
 from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
+from imm_action.model.plan import BatchPlan
 from imm_action.model.state import BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.verify.checks import ResultCache, Verifier
@@ -85,20 +86,32 @@ def pass_request(
     start: bool = True,
     stopped: Stopped = Stopped.RESUME,
     retry: str | None = None,
+    plans: PlanMemo | None = None,
 ) -> PassRequest:
+    """`plans`: plans made earlier in this run; a plan is made again only when its inputs (the
+    commit the batch starts from, the tasks earlier batches integrated) change."""
     batch_repo.refs.refresh()
     store = StateStore(batch_repo.refs)
     base_ref, base_head = base_of(batch_repo)
-    plan, intents = plan_initiative(
-        batch_repo.root,
-        slug,
-        batch_repo.config,
-        integrated_before=integrated_before(store, slug),
-        initiatives=batch_repo.initiatives,
-        issue=recorded_issue(store, slug),
-        commit=base_head,  # the commit the batch starts from, never the working tree
-    )
-    scopes = scopes_of(intents)
+    before = integrated_before(store, slug)
+    issue = recorded_issue(store, slug)
+    key = (slug, base_head, issue, tuple(sorted(before.items())))
+    known = plans.get(key) if plans is not None else None
+    if known is None:
+        plan, intents = plan_initiative(
+            batch_repo.root,
+            slug,
+            batch_repo.config,
+            integrated_before=before,
+            initiatives=batch_repo.initiatives,
+            issue=issue,
+            commit=base_head,  # the commit the batch starts from, never the working tree
+        )
+        known = (plan, scopes_of(intents))
+        if plans is not None:
+            plans.clear()  # only the newest inputs matter
+            plans[key] = known
+    plan, scopes = known
     return PassRequest(
         slug=slug,
         plan=plan,
@@ -114,6 +127,10 @@ def pass_request(
         stopped=stopped,
         retry=retry,
     )
+
+
+PlanKey = tuple[str, str, int | None, tuple[tuple[str, str], ...]]
+PlanMemo = dict[PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]]]]
 
 
 def recorded_issue(store: StateStore, slug: str) -> int | None:
