@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from imm_action.batches.repo import BatchRepo, pass_ports, pass_request
+from imm_action.batches.repo import BatchRepo, PlanMemo, pass_ports, pass_request
 from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
@@ -58,6 +58,7 @@ class Coordinator:
         self.options = options
         self.on_change = on_change
         self.state_commit: str | None = None
+        self.plans: PlanMemo = {}
         common = batch_repo.repo.common_directory()
         log_dir = common / "imm" / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -98,6 +99,7 @@ class Coordinator:
             batch_id=self.options.batch_id,
             admit=True,
             stopped=Stopped.FRESH if self.options.fresh else Stopped.CONTINUE,
+            plans=self.plans,  # planned once per run, again only when the base commit moves
         )
         if self.options.max_parallel is not None:
             plan = request.plan.model_copy(update={"max_parallel": self.options.max_parallel})
