@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request  # noqa: E402
+from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
 from imm_action.integrate.store import StateStore  # noqa: E402
 from imm_action.lanes.outcome import publish_outcome  # noqa: E402
 from imm_action.model.outcome import OUTCOME_CONTRACT, LaneOutcome  # noqa: E402
@@ -82,7 +83,7 @@ def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setu
 
 
 def one_pass(repo: Path) -> PassResult:
-    batch_repo = open_batch_repo(repo, None)
+    batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
     request = pass_request(batch_repo, "bench", batch_id=None, admit=True)
     ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"])
     return reconcile(request, ports)
@@ -90,7 +91,7 @@ def one_pass(repo: Path) -> PassResult:
 
 def lanes_ready(repo: Path, tasks: list[str]) -> None:
     """Every admitted lane does its work and publishes its outcome, as a lane would."""
-    batch_repo = open_batch_repo(repo, None)
+    batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
     [stored] = StateStore(batch_repo.refs).all_batches()
     scratch = tempfile.mkdtemp()
     for child in stored.state.children:
