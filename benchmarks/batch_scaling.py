@@ -85,7 +85,9 @@ def write_project(root: Path, graph: dict[str, list[str]], lanes: int) -> None:
     (root / "docs/plans").mkdir(parents=True)
     (root / "docs/initiatives").mkdir(parents=True)
     (root / ".github").mkdir()
-    (root / ".github/imm.yml").write_text(f"max_parallel: {lanes}\n")
+    # the executor sees only an allowlist of the environment, plus what the config names
+    config = f"max_parallel: {lanes}\nexecutor_env: [BENCH_SECONDS, BENCH_TIMES]\n"
+    (root / ".github/imm.yml").write_text(config)
     for task, needs in graph.items():
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         lines += ["Blocked by: " + ", ".join(needs)] if needs else []
