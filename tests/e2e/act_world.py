@@ -1,0 +1,403 @@
+"""A world for running the shipped workflows with act: a repository on a token-checking git
+host, the fake GitHub, and act in host mode with stand-ins for the remote actions.
+
+The workflows run as shipped (the repository under test holds this project's action.yml,
+action/, src/ and .github/workflows/ verbatim). What act cannot do is done here, each noted in
+docs/decisions (act workarounds): act reports no jobs to an API, so the world reads act's log
+as it runs and tells the fake GitHub which jobs each run had and how each ended, named as GitHub
+names them; and a dispatch does not start a run, so the world runs every dispatch the fake
+recorded, in turn, as GitHub would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from tests.batch_helpers import file_check
+from tests.conftest import initiative_files, intent
+from tests.fake_github import FakeGitHub
+from tests.fake_github.state import now_iso
+from tests.git_http_remote import GitHttpRemote, auth_header
+from tests.webhook_examples import example
+
+PROJECT = Path(__file__).resolve().parents[2]
+STAND_INS = Path(__file__).resolve().parent / "stand_ins"
+REPO = "acme/shop"
+TOKEN = "ghs_e2eSecretToken0123456789abcdef"  # must never reach an executor
+SHIPPED = ("action.yml", "action", "pyproject.toml", "README.md", "src", ".github/workflows")
+ACT_TIMEOUT_S = 300
+
+# act prints one line per job when it ends: "[<workflow>/<job name>] 🏁  Job succeeded".
+_JOB_START = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\] ⭐ Run Set up job")
+_JOB_END = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\] 🏁  Job (?P<result>\w+)")
+_STEP_FAILED = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\]   ❌  Failure - ")
+
+EXECUTOR = '''\
+"""The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
+ok (default), fail (always wrong), kill_once (kills its `imm lane` on the first attempt)."""
+import json, os, pathlib, signal, sys
+
+task, attempt = os.environ["IMM_TASK_ID"], os.environ["IMM_ATTEMPT"]
+spy = pathlib.Path(os.environ["IMM_E2E_SPY"])
+(spy / f"env.{task}.{attempt}.{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
+behaviour = json.loads(os.environ.get("IMM_E2E_BEHAVIOUR", "{}")).get(task, "ok")
+if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
+    (spy / f"killed.{task}").write_text("once")
+    os.kill(os.getppid(), signal.SIGKILL)  # the lane job dies: no outcome is published
+    sys.exit(9)
+pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
+'''
+
+CONFIG = """\
+# imm settings of the e2e repository
+max_parallel: 4
+executor: python3 tools/executor.py
+qa_failure_limit: 2
+lane_timeout_minutes: 10
+"""
+
+
+def github_job_name(act_name: str) -> str:
+    """The name GitHub gives a job that act logs as `act_name`: act pads names to align its
+    log and suffixes matrix jobs with "-<n>" when a matrix has several entries."""
+    name = act_name.strip()
+    return re.sub(r"^(imm lane \S+)-[0-9]+$", r"\1", name)
+
+
+@dataclass
+class ActRun:
+    event: str
+    workflow: str
+    run_id: int
+    exit_code: int
+    jobs: dict[str, str]  # job name -> "succeeded" / "failed"
+    log: str
+
+
+@dataclass
+class ActWorld:
+    """One repository: its bare copy on the git host, a user's clone (act's working directory),
+    its twin on the fake GitHub, and the files act reads."""
+
+    root: Path
+    home: Path
+    host: GitHttpRemote
+    github: FakeGitHub
+    behaviour: dict[str, str] = field(default_factory=dict)
+    runs: list[ActRun] = field(default_factory=list)
+    _dispatches_run: int = 0
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def spy(self) -> Path:
+        return self.root / "spy"
+
+    @property
+    def bare(self) -> Path:
+        return self.host.root / REPO
+
+    # -- arranging ---------------------------------------------------------------------------
+    def create(self, tasks: Mapping[str, list[str]], slug: str, *, local: bool = True) -> None:
+        """The repository with the shipped action and workflows, a config naming the e2e
+        executor, and (when `local`) the initiative in docs/initiatives/."""
+        self.spy.mkdir(parents=True)
+        self.bare.parent.mkdir(parents=True)
+        self._git(self.host.root, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        self._git(self.bare, "config", "http.receivepack", "true")
+        self._write_gitconfig()
+        self._git(self.root, *self._auth(), "clone", "-q", f"https://github.com/{REPO}",
+                  str(self.work))  # fmt: skip
+        for name in SHIPPED:
+            source, target = PROJECT / name, self.work / name
+            if source.is_dir():
+                shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+        files = initiative_files(slug, tasks, self._intents(tasks))
+        if not local:
+            files = {k: v for k, v in files.items() if not k.startswith("docs/initiatives/")}
+        files[".github/imm.yml"] = CONFIG
+        files["tools/executor.py"] = EXECUTOR
+        for relative, content in files.items():
+            path = self.work / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(str(content), encoding="utf-8")
+        self._git(self.work, "add", "-A")
+        self._git(self.work, "commit", "-q", "-m", "the project")
+        self.push("HEAD:refs/heads/main")
+        self._git(self.work, "branch", "-q", "--set-upstream-to=origin/main")
+        self._arrange_github()
+        (self.root / "empty").write_text("")
+        (self.root / "secrets").write_text(f"GITHUB_TOKEN={TOKEN}\n")
+
+    def _intents(self, tasks: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:
+        intents = {}
+        for task in tasks:
+            check = file_check(f"{task}.txt", task)
+            acceptance = [{"id": "ok", "assertion": f"names {task}", "verification": check}]
+            intents[task] = intent(task, scope_hint=[f"{task}.txt"], acceptance=acceptance)
+        return intents
+
+    def _write_gitconfig(self) -> None:
+        # act derives github.repository from origin only when it looks like github.com's;
+        # the host serves it under the same path.
+        (self.root / "gitconfig").write_text(
+            f'[url "{self.host.base_url}/"]\n\tinsteadOf = https://github.com/\n'
+            "[user]\n\tname = E2E Tester\n\temail = e2e@example.com\n"
+            "[init]\n\tdefaultBranch = main\n"
+            "[advice]\n\tdetachedHead = false\n",
+            encoding="utf-8",
+        )
+
+    def _arrange_github(self) -> None:
+        self.github.add_repo(REPO, {"acme": "admin", "writer": "write", "reader": "read"})
+        for path in sorted((self.work / ".github" / "workflows").glob("imm-*.yml")):
+            document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+            dispatch = document["on"].get("workflow_dispatch") or {}
+            inputs = {
+                name: bool(spec.get("required"))
+                for name, spec in (dispatch.get("inputs") or {}).items()
+            }
+            self.github.add_workflow(REPO, path.name, document["name"], inputs=inputs)
+
+    def push(self, *refspecs: str, cwd: Path | None = None) -> None:
+        self._git(cwd or self.work, *self._auth(), "push", "-q", "origin", *refspecs)
+
+    def _auth(self) -> tuple[str, str]:
+        return ("-c", f"http.{self.host.base_url}/.extraheader={auth_header(TOKEN)}")
+
+    def _git(self, cwd: Path, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env=self._environment(), check=True,
+            capture_output=True, text=True,
+        ).stdout  # fmt: skip
+
+    def remote(self, *args: str) -> str:
+        """git in the host's bare repository (what GitHub would hold)."""
+        return self._git(self.bare, *args)
+
+    # -- running -----------------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_", "UV_", "PYTHON")
+        env = {k: v for k, v in os.environ.items() if k.startswith(keep)}
+        env.update(
+            HOME=str(self.home),
+            GIT_CONFIG_GLOBAL=str(self.root / "gitconfig"),
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_TERMINAL_PROMPT="0",
+            IMM_E2E_SPY=str(self.spy),
+            IMM_E2E_BEHAVIOUR=json.dumps(self.behaviour),
+            STAND_IN_PYTHON=sys.executable,
+        )
+        return env
+
+    def act(self, event: str, workflow: str, payload: dict[str, Any], run_id: int) -> ActRun:
+        """One workflow run, as GitHub would start it for `event`; the fake GitHub learns its
+        jobs as act starts and ends them."""
+        event_file = self.root / f"event-{run_id}.json"
+        event_file.write_text(json.dumps(payload), encoding="utf-8")
+        env_file = self.root / f"env-{run_id}"
+        env_file.write_text(
+            f"GITHUB_API_URL={self.github.url}\nGITHUB_GRAPHQL_URL={self.github.url}/graphql\n"
+            f"GITHUB_SERVER_URL=https://github.com\nGITHUB_RUN_ID={run_id}\n"
+            f"GITHUB_REPOSITORY_ID={self.github.repo(REPO).id}\n",
+            encoding="utf-8",
+        )
+        act = shutil.which("act", path=str(Path(sys.executable).parent)) or "act"
+        argv = [
+            act, event, "-W", f".github/workflows/{workflow}", "-e", str(event_file),
+            "-P", "ubuntu-latest=-self-hosted", "--no-skip-checkout", "--action-offline-mode",
+            "--env-file", str(env_file), "--secret-file", str(self.root / "secrets"),
+            "--var-file", str(self.root / "empty"), "--input-file", str(self.root / "empty"),
+            "--local-repository", f"actions/checkout@v5={STAND_INS / 'checkout'}",
+            "--local-repository", f"actions/setup-python@v6={STAND_INS / 'setup-python'}",
+        ]  # fmt: skip
+        lines: list[str] = []
+        jobs: dict[str, str] = {}
+        with (
+            subprocess.Popen(
+                argv, cwd=self.work, env=self._environment(), stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
+            ) as process,
+            (self.root / f"act-{run_id}.log").open("w", encoding="utf-8") as log,
+        ):  # fmt: skip
+            timer = threading.Timer(ACT_TIMEOUT_S, process.kill)
+            timer.start()
+            try:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    lines.append(line)
+                    log.write(line)
+                    log.flush()
+                    self._observe(line, run_id, jobs)
+                exit_code = process.wait()
+            finally:
+                timer.cancel()
+        run = ActRun(event, workflow, run_id, exit_code, jobs, "".join(lines))
+        self.runs.append(run)
+        return run
+
+    def _observe(self, line: str, run_id: int, jobs: dict[str, str]) -> None:
+        """One line of act's log. act gives every entry of a matrix the result of the last
+        one to end ("Job failed" for a lane whose steps all passed), so a job's result is
+        read from its own steps: failed iff one of them failed."""
+        started, failed, ended = (
+            _JOB_START.match(line),
+            _STEP_FAILED.match(line),
+            _JOB_END.match(line),
+        )
+        if started:
+            name = github_job_name(started["job"])
+            jobs.pop(name, None)
+            self._record_job(run_id, name, "in_progress", None)
+        elif failed:
+            jobs[github_job_name(failed["job"])] = "failed"
+        elif ended:
+            name = github_job_name(ended["job"])
+            jobs[name] = jobs.get(name, "succeeded")
+            conclusion = "success" if jobs[name] == "succeeded" else "failure"
+            self._record_job(run_id, name, "completed", conclusion)
+
+    def _record_job(self, run_id: int, name: str, status: str, conclusion: str | None) -> None:
+        """Tell the fake what GitHub's jobs endpoint would now say about job `name`."""
+        with self.github._lock:
+            run = self.github.repo(REPO).runs.get(run_id)
+            if run is None:
+                return
+            job = next((j for j in run["jobs"] if j["name"] == name), None)
+            if job is None:
+                job_id = self.github.state.next_id()
+                job = {
+                    "id": job_id, "run_id": run_id, "name": name, "status": "queued",
+                    "conclusion": None, "started_at": now_iso(), "completed_at": None,
+                    "html_url": f"https://github.com/{REPO}/actions/runs/{run_id}/job/{job_id}",
+                    "url": self.github.state.api(f"/repos/{REPO}/actions/jobs/{job_id}"),
+                    "run_url": self.github.state.api(f"/repos/{REPO}/actions/runs/{run_id}"),
+                    "run_attempt": 1, "node_id": f"J_{job_id}", "head_sha": "0" * 40,
+                    "head_branch": "main", "workflow_name": run["name"], "steps": [],
+                    "labels": ["ubuntu-latest"], "runner_id": 1, "runner_name": "act",
+                    "runner_group_id": 1, "runner_group_name": "act", "check_run_url": "",
+                    "created_at": now_iso(),
+                }  # fmt: skip
+                run["jobs"].append(job)
+            job["status"], job["conclusion"] = status, conclusion
+            if status == "completed":
+                job["completed_at"] = now_iso()
+            run["status"] = "in_progress"
+
+    def _finish_run(self, run: ActRun) -> None:
+        with self.github._lock:
+            stored = self.github.repo(REPO).runs[run.run_id]
+            stored["status"] = "completed"
+            stored["conclusion"] = "success" if run.exit_code == 0 else "failure"
+
+    def dispatch(self, inputs: Mapping[str, str]) -> None:
+        """A person starts imm-batch.yml by hand (the Actions tab, or the API)."""
+        from imm_action.github.client import GitHubClient, build_github
+
+        client = GitHubClient(build_github(TOKEN, self.github.url), REPO)
+        client.dispatch("imm-batch.yml", "main", dict(inputs))
+
+    def run_dispatches(self, limit: int = 12) -> list[ActRun]:
+        """Run every dispatch the fake recorded, in turn, until none is left (GitHub starts
+        a run for each dispatch)."""
+        done: list[ActRun] = []
+        for _ in range(limit):
+            pending = self._next_dispatch()
+            if pending is None:
+                return done
+            done.append(self._run(*pending))
+        raise AssertionError(f"still dispatching after {limit} runs")
+
+    def _run(self, run_id: int, dispatch: dict[str, Any]) -> ActRun:
+        payload = {
+            "ref": f"refs/heads/{dispatch['ref']}", "inputs": dispatch["inputs"],
+            "repository": {"full_name": REPO, "name": "shop", "owner": {"login": "acme"}},
+            "sender": {"login": "acme"}, "workflow": dispatch["workflow"],
+        }  # fmt: skip
+        workflow = dispatch["workflow"].rsplit("/", 1)[1]
+        run = self.act("workflow_dispatch", workflow, payload, run_id)
+        self._finish_run(run)
+        return run
+
+    def replace_pending_run(self) -> None:
+        """GitHub cancels an older *pending* run of a concurrency group when a newer one queues:
+        the next recorded dispatch never runs."""
+        pending = self._next_dispatch()
+        assert pending is not None, "no pending run to replace"
+        with self.github._lock:
+            run = self.github.repo(REPO).runs[pending[0]]
+            run["status"], run["conclusion"] = "completed", "cancelled"
+
+    def run_dispatch(self) -> ActRun:
+        """Run the next recorded dispatch only (the rest stay queued)."""
+        pending = self._next_dispatch()
+        assert pending is not None, "nothing dispatched"
+        return self._run(*pending)
+
+    def _next_dispatch(self) -> tuple[int, dict[str, Any]] | None:
+        repo = self.github.repo(REPO)
+        dispatches = list(repo.dispatches)
+        if self._dispatches_run >= len(dispatches):
+            return None
+        dispatched_runs = sorted(
+            run_id for run_id, run in repo.runs.items() if run["event"] == "workflow_dispatch"
+        )
+        index = self._dispatches_run
+        self._dispatches_run += 1
+        return dispatched_runs[index], dispatches[index]
+
+    def new_run_id(self) -> int:
+        """The id GitHub gives a run it starts for an event (not a dispatch)."""
+        return self.github.state.next_id()
+
+    def tracker(self, slug: str, tasks: Mapping[str, list[str]]) -> int:
+        """The initiative as a tracker issue with one sub-issue per task and blocked-by links
+        (the immune-brain tracker protocol); returns the initiative issue's number."""
+        parent = self.github.add_tracker_initiative(REPO, slug)
+        numbers = {task: self.github.add_tracker_task(REPO, parent, slug, task) for task in tasks}
+        for task, needs in tasks.items():
+            for need in needs:
+                self.github.link_blocked_by(REPO, numbers[task], numbers[need])
+        return parent
+
+    def comment(self, issue: int, body: str, login: str) -> ActRun:
+        """`login` comments `body` on `issue`: GitHub runs imm-command.yml for the event."""
+        repo = self.github.repo(REPO)
+        with self.github._lock:
+            posted = self.github.state.new_comment(repo, repo.issues[issue], body, login)
+        payload = example("issue_comment.created")
+        payload["comment"] |= {"id": posted["id"], "body": body}
+        payload["comment"]["user"]["login"] = payload["sender"]["login"] = login
+        payload["issue"] |= {"number": issue, "body": repo.issues[issue]["body"]}
+        payload["repository"] |= {"full_name": REPO, "name": "shop", "default_branch": "main"}
+        payload["ref"] = "refs/heads/main"
+        return self.act("issue_comment", "imm-command.yml", payload, self.new_run_id())
+
+    def state(self) -> dict[str, Any]:
+        """The newest batch's state as the remote holds it."""
+        refs = self.remote("for-each-ref", "--sort=-committerdate", "--format=%(refname)",
+                           "refs/imm/batches/").split()  # fmt: skip
+        assert refs, "no batch on the remote"
+        state: dict[str, Any] = json.loads(self.remote("show", f"{refs[0]}:state.json"))
+        return state
+
+    def executor_environments(self) -> Iterator[dict[str, str]]:
+        for path in sorted(self.spy.glob("env.*.json")):
+            yield json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,89 @@
+"""imm-batch.yml end to end with act: plan → lanes → integrate → continuations, as shipped."""
+
+from __future__ import annotations
+
+import base64
+
+from tests.e2e.act_world import REPO, TOKEN, ActWorld
+
+FIVE = {"a": [], "b": [], "c": ["a"], "d": ["b"], "e": ["c", "d"]}
+
+
+def _integrated(world: ActWorld, slug: str) -> list[str]:
+    subjects = world.remote("log", "--format=%s", f"refs/heads/imm/{slug}").splitlines()
+    return sorted(line.split(":")[0][4:-1] for line in subjects if line.startswith("imm("))
+
+
+def _checks(world: ActWorld, slug: str) -> list[dict[str, object]]:
+    runs = world.github.repo(REPO).check_runs.values()
+    return [run for run in runs if run["name"] == f"imm: {slug}"]
+
+
+def test_a_dispatched_batch_of_a_local_initiative_runs_round_after_round_to_completion(
+    world: ActWorld,
+) -> None:
+    world.create(FIVE, "shop")
+    world.dispatch({"initiative": "shop", "max_parallel": "2"})
+    runs = world.run_dispatches()
+    assert [run.exit_code for run in runs] == [0, 0, 0], runs[-1].log[-3000:]
+    assert [sorted(j for j in run.jobs if j.startswith("imm lane")) for run in runs] == [
+        ["imm lane a", "imm lane b"], ["imm lane c", "imm lane d"], ["imm lane e"]
+    ]  # fmt: skip
+    assert _integrated(world, "shop") == sorted(FIVE)
+    assert world.state()["batch_state"] == "completed"
+    head = world.remote("rev-parse", "refs/heads/imm/shop").strip()
+    assert [(c["head_sha"], c["conclusion"]) for c in _checks(world, "shop")][-1] == (
+        head,
+        "success",
+    )
+    assert len(world.github.repo(REPO).pulls) == 1
+
+
+def test_a_run_replaced_while_pending_loses_nothing(world: ActWorld) -> None:
+    world.create({"a": [], "b": ["a"]}, "chain")
+    world.dispatch({"initiative": "chain"})
+    first = world.run_dispatch()
+    assert first.exit_code == 0, first.log[-3000:]
+    # The continuation it dispatched is still pending when someone starts the batch again:
+    # GitHub cancels the pending run of the concurrency group in favour of the newer one.
+    world.dispatch({"initiative": "chain"})
+    world.replace_pending_run()
+    world.run_dispatches()
+    assert world.state()["batch_state"] == "completed"
+    assert _integrated(world, "chain") == ["a", "b"]
+
+
+def test_no_executor_ever_sees_the_token(world: ActWorld) -> None:
+    world.create({"a": []}, "one")
+    world.dispatch({"initiative": "one"})
+    world.run_dispatches()
+    environments = list(world.executor_environments())
+    assert environments
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    for environment in environments:
+        leaks = [k for k, v in environment.items() if TOKEN in v or basic in v]
+        assert leaks == []
+        assert not [k for k in environment if "TOKEN" in k or k.startswith("GIT_CONFIG_")]
+
+
+def test_a_dispatched_batch_of_an_issue_carried_initiative_reports_on_the_issue(
+    world: ActWorld,
+) -> None:
+    world.create(FIVE, "shop", local=False)
+    issue = world.tracker("shop", FIVE)
+    world.dispatch({"initiative": f"#{issue}", "max_parallel": "2"})
+    runs = world.run_dispatches()
+    assert [run.exit_code for run in runs] == [0, 0, 0], runs[-1].log[-3000:]
+    assert _integrated(world, "shop") == sorted(FIVE)
+    repo = world.github.repo(REPO)
+    status = [c for c in repo.comments.values() if "<!-- imm-status:shop -->" in c["body"]]
+    assert len(status) == 1
+    assert status[0]["issue_url"].endswith(f"/issues/{issue}")
+    assert "is completed" in status[0]["body"]
+    assert "default `GITHUB_TOKEN`" in status[0]["body"]
+    head = world.remote("rev-parse", "refs/heads/imm/shop").strip()
+    assert [(c["head_sha"], c["conclusion"]) for c in _checks(world, "shop")][-1] == (
+        head,
+        "success",
+    )
+    assert len(repo.pulls) == 1
