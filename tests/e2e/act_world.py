@@ -28,7 +28,6 @@ from ruamel.yaml import YAML
 from tests.batch_helpers import file_check
 from tests.conftest import initiative_files, intent
 from tests.fake_github import FakeGitHub
-from tests.fake_github.state import now_iso
 from tests.git_http_remote import GitHttpRemote, auth_header
 from tests.webhook_examples import example
 
@@ -53,9 +52,17 @@ task, attempt = os.environ["IMM_TASK_ID"], os.environ["IMM_ATTEMPT"]
 spy = pathlib.Path(os.environ["IMM_E2E_SPY"])
 (spy / f"env.{task}.{attempt}.{os.getpid()}.json").write_text(json.dumps(dict(os.environ)))
 behaviour = json.loads(os.environ.get("IMM_E2E_BEHAVIOUR", "{}")).get(task, "ok")
+def lane_process():
+    """The `imm lane --phase work` this executor runs under (an ancestor, not always the parent)."""
+    pid = os.getppid()
+    while pid > 1:
+        if b"--phase\\x00work" in pathlib.Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+        pid = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    raise SystemExit("no imm lane above me")
 if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
     (spy / f"killed.{task}").write_text("once")
-    os.kill(os.getppid(), signal.SIGKILL)  # the lane job dies: no outcome is published
+    os.kill(lane_process(), signal.SIGKILL)  # the lane job dies: no outcome is published
     sys.exit(9)
 pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
 '''
@@ -276,30 +283,15 @@ class ActWorld:
 
     def _record_job(self, run_id: int, name: str, status: str, conclusion: str | None) -> None:
         """Tell the fake what GitHub's jobs endpoint would now say about job `name`."""
+        repo = self.github.repo(REPO)
+        if run_id not in repo.runs:
+            return  # a run GitHub starts for an event: nothing in imm asks for its jobs
         with self.github._lock:
-            run = self.github.repo(REPO).runs.get(run_id)
-            if run is None:
-                return
-            job = next((j for j in run["jobs"] if j["name"] == name), None)
-            if job is None:
-                job_id = self.github.state.next_id()
-                job = {
-                    "id": job_id, "run_id": run_id, "name": name, "status": "queued",
-                    "conclusion": None, "started_at": now_iso(), "completed_at": None,
-                    "html_url": f"https://github.com/{REPO}/actions/runs/{run_id}/job/{job_id}",
-                    "url": self.github.state.api(f"/repos/{REPO}/actions/jobs/{job_id}"),
-                    "run_url": self.github.state.api(f"/repos/{REPO}/actions/runs/{run_id}"),
-                    "run_attempt": 1, "node_id": f"J_{job_id}", "head_sha": "0" * 40,
-                    "head_branch": "main", "workflow_name": run["name"], "steps": [],
-                    "labels": ["ubuntu-latest"], "runner_id": 1, "runner_name": "act",
-                    "runner_group_id": 1, "runner_group_name": "act", "check_run_url": "",
-                    "created_at": now_iso(),
-                }  # fmt: skip
-                run["jobs"].append(job)
-            job["status"], job["conclusion"] = status, conclusion
-            if status == "completed":
-                job["completed_at"] = now_iso()
-            run["status"] = "in_progress"
+            found = [i for i, j in repo.jobs.items() if j["run_id"] == run_id and j["name"] == name]
+        job_id = found[0] if found else self.github.add_job(REPO, run_id, name)
+        self.github.move_job(REPO, job_id, status, conclusion)
+        with self.github._lock:
+            repo.runs[run_id]["status"] = "in_progress"
 
     def _finish_run(self, run: ActRun) -> None:
         with self.github._lock:
