@@ -43,11 +43,13 @@ def test_a_lane_failing_its_checks_twice_is_parked_its_dependent_skipped_the_res
     comment = _status_comment(world, "shop")
     assert "is needs_human" in comment
     assert "QA failure limit reached" in comment
+    assert "exited with 1" in comment  # the failing check, as it ran and ended
     assert "**Next:**" in comment
     checks = [r for r in world.github.repo(REPO).check_runs.values() if r["name"] == "imm: shop"]
     assert checks[-1]["conclusion"] == "action_required"
     assert "QA failure limit reached" in checks[-1]["output"]["title"]
-    assert "a:ok" in runs[0].log  # the failing check's output is shown in the lane job's log
+    assert "exited with 1" in checks[-1]["output"]["summary"]
+    assert "a:ok" in runs[0].log  # the failing check is shown in the lane job's log too
 
 
 def test_imm_commands_from_comments_run_retry_and_cancel_a_batch_and_refuse_readers(
