@@ -383,11 +383,15 @@ class ActWorld:
         return self.act("issue_comment", "imm-command.yml", payload, self.new_run_id())
 
     def state(self) -> dict[str, Any]:
-        """The newest batch's state as the remote holds it."""
-        refs = self.remote("for-each-ref", "--sort=-committerdate", "--format=%(refname)",
-                           "refs/imm/batches/").split()  # fmt: skip
-        assert refs, "no batch on the remote"
-        state: dict[str, Any] = json.loads(self.remote("show", f"{refs[0]}:state.json"))
+        """The newest batch's state as the remote holds it, read by imm's own state store."""
+        from imm_action.git.refs import LocalRefStore
+        from imm_action.git.repo import GitRepo
+        from imm_action.integrate.store import StateStore
+
+        batches = StateStore(LocalRefStore(GitRepo(self.bare))).all_batches()
+        assert batches, "no batch on the remote"
+        newest = max(batches, key=lambda batch: batch.state.updated_at)
+        state: dict[str, Any] = json.loads(newest.state.model_dump_json())
         return state
 
     def executor_environments(self) -> Iterator[dict[str, str]]:
