@@ -225,3 +225,20 @@ def test_cancel_stops_the_batch_and_its_lanes(
     runner.communicate(timeout=20)  # it notices within a second and stops its lanes
     assert current(repo).state.batch_state == "cancelled"
     assert children(repo)["a"] == ("needs_human", "cancelled")
+
+
+def test_ctrl_c_before_the_first_pass_ends_exits_130_with_the_command_to_start_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], behave, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imm_action.local.coordinator import Coordinator
+
+    def interrupted(self: Coordinator) -> None:
+        raise KeyboardInterrupt  # the Ctrl-C lands while the batch is being opened
+
+    monkeypatch.setattr(Coordinator, "_pass", interrupted)
+    repo = make_project(tmp_path / "r", DIAMOND)
+    code, _, err = imm_run(capsys, repo)
+    assert code == 130
+    assert "imm run: interrupted before the first pass ended; start it again with: " in err
+    assert "imm run init" in err
+    assert git(repo, "for-each-ref", "refs/imm/").strip() == ""

@@ -78,9 +78,16 @@ def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
         imm_run_argv(repo),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
     )  # fmt: skip
-    time.sleep(1.5)
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # Ctrl-C once the lanes are at work, however loaded the machine
+        seen.append(line)
+        if " started (log: " in line:
+            break
+    time.sleep(0.3)
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
-    _, err = process.communicate(timeout=30)
+    _, rest = process.communicate(timeout=30)
+    err = "".join(seen) + rest
     assert process.returncode == 130
     assert "the batch is saved — resume it with: " in err
     assert (

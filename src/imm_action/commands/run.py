@@ -46,8 +46,43 @@ class RunArgs:
 
 
 def run(args: RunArgs, ports: Ports) -> int:
-    io, initiatives = ports.io, ports.initiatives
-    batch_repo = open_batch_repo(args.repo, None, initiatives)
+    io = ports.io
+    # Signals are ours from the first line: a Ctrl-C or SIGTERM that comes while the batch is
+    # still being opened ends the same way as one during the lanes, with the command to resume.
+    coordinator: Coordinator | None = None
+    batch_repo: BatchRepo | None = None
+    progress: LiveProgress | PlainProgress | None = None
+    try:
+        with _sigterm_as_interrupt():
+            batch_repo = open_batch_repo(args.repo, None, ports.initiatives)
+            coordinator, progress = _coordinator(args, io, batch_repo)
+            state = coordinator.run()
+    except KeyboardInterrupt as stop:
+        # Stop admitting, end the lanes (each ends its executor's whole process tree and
+        # removes its folder); the state is already saved by the last pass.
+        if coordinator is not None and progress is not None:
+            with _signals_ignored():
+                coordinator.interrupt()
+            progress.close(coordinator.view)
+        root = batch_repo.root if batch_repo is not None else args.repo
+        again = NextCommand(("run", args.slug), None).local(io.program, root)
+        why = "terminated" if isinstance(stop, Terminated) else "interrupted"
+        if coordinator is None or coordinator.state_commit is None:
+            io.warn(f"imm run: {why} before the first pass ended; start it again with: {again}")
+        else:
+            io.warn(f"imm run: {why}; the batch is saved — resume it with: {again}")
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+    progress.close(coordinator.view)
+    stored = StateStore(batch_repo.refs).load(state.batch_id)
+    if stored is None:
+        raise ImmError(f"batch {state.batch_id} has no state ref after the run")
+    print_report(stored, "json" if args.json else "text", io, batch_repo.root)
+    return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
+
+
+def _coordinator(
+    args: RunArgs, io: CommandIO, batch_repo: BatchRepo
+) -> tuple[Coordinator, LiveProgress | PlainProgress]:
     note = uncommitted_note(batch_repo.root)
     if note is not None:
         io.warn(note)
@@ -59,26 +94,7 @@ def run(args: RunArgs, ports: Ports) -> int:
     )
     live = io.err.isatty() and not args.json
     progress = LiveProgress(io.err) if live else PlainProgress(io.err)
-    coordinator = Coordinator(batch_repo, options, progress, _launcher(batch_repo, options))
-    try:
-        with _sigterm_as_interrupt():
-            state = coordinator.run()
-    except KeyboardInterrupt as stop:
-        # Ctrl-C or SIGTERM: stop admitting, end the lanes (each ends its executor's whole
-        # process tree and removes its folder); the state is already saved by the last pass.
-        with _signals_ignored():
-            coordinator.interrupt()
-        progress.close(coordinator.view)
-        again = NextCommand(("run", args.slug), None).local(io.program, batch_repo.root)
-        why = "terminated" if isinstance(stop, Terminated) else "interrupted"
-        io.warn(f"imm run: {why}; the batch is saved — resume it with: {again}")
-        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
-    progress.close(coordinator.view)
-    stored = StateStore(batch_repo.refs).load(state.batch_id)
-    if stored is None:
-        raise ImmError(f"batch {state.batch_id} has no state ref after the run")
-    print_report(stored, "json" if args.json else "text", io, batch_repo.root)
-    return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
+    return Coordinator(batch_repo, options, progress, _launcher(batch_repo, options)), progress
 
 
 class Terminated(KeyboardInterrupt):
