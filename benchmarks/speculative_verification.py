@@ -8,7 +8,13 @@ time beyond the checks' own 1 s, the final tree and the parked tasks, which must
 for every setting. Then the second lane's check fails: the candidates above it are rebuilt on
 the last landed one and checked again, and the one below is not.
 
+Two shapes of checks, each measured: `shared`, every task's acceptance is the project's one
+check (one descriptor, so a candidate runs it once — the issue's "sequential: 4 s"), and
+`per-task`, a descriptor of each task's own (the k-th candidate runs k of them, one after
+another in its tree: SPEC §5.4 re-checks the siblings landed since the lane base).
+
     python benchmarks/speculative_verification.py [--lanes 4] [--seconds 1.0]
+        [--checks shared|per-task|both]
 """
 
 from __future__ import annotations
@@ -63,9 +69,12 @@ def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setu
     lines = ["# bench", ""]
     for task in tasks:
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        code = 1 if task == setup.failing else 0
         # each run logs which lanes' files its tree holds: that names the candidate
-        script = f"sleep {setup.seconds}; echo $(ls t*.txt) >> {setup.runs}; exit {code}"
+        script = f"sleep {setup.seconds}; echo $(ls t*.txt) >> {setup.runs}; "
+        if setup.shared:  # one check for the whole project: it fails on the failing lane's file
+            script += f"test ! -e {setup.failing}.txt" if setup.failing else "true"
+        else:
+            script += f"exit {1 if task == setup.failing else 0}"
         verification = json.dumps({
             "contract": "assurance_kernel/verification_descriptor/v2",
             "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000},
@@ -119,10 +128,11 @@ class Setup:
     seconds: float
     failing: str | None
     runs: Path
+    shared: bool
 
 
 def measure(
-    lanes: int, parallel: int | None, seconds: float, failing: str | None
+    lanes: int, parallel: int | None, seconds: float, failing: str | None, shared: bool
 ) -> tuple[float, str, list[str], list[str]]:
     tasks = [f"t{index}" for index in range(lanes)]
     scratch = Path(tempfile.mkdtemp(prefix="imm-speculative-"))
@@ -131,7 +141,7 @@ def measure(
         repo.mkdir()
         runs = scratch / "runs.txt"
         runs.touch()
-        make_project(repo, tasks, parallel, Setup(seconds, failing, runs))
+        make_project(repo, tasks, parallel, Setup(seconds, failing, runs, shared))
         assert len(one_pass(repo).admitted) == lanes
         lanes_ready(repo, tasks)
         started = time.perf_counter()
@@ -151,44 +161,58 @@ def main() -> int:
     parser.add_argument("--lanes", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3, help="median of this many passes")
+    parser.add_argument("--checks", choices=("shared", "per-task", "both"), default="both")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     print(f"speculative verification: {args.lanes} ready lanes, checks sleeping {args.seconds} s")
     print(f"load average before: {os.getloadavg()[0]:.2f} ({cores} cores)")
+    shapes = ("shared", "per-task") if args.checks == "both" else (args.checks,)
+    for shape in shapes:
+        report_shape(args.lanes, args.seconds, args.repeat, shape == "shared")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def report_shape(lanes: int, seconds: float, repeat: int, shared: bool) -> None:
+    cores = os.cpu_count() or 1
     settings = [("sequential", 1), (f"one per core ({cores})", None), ("verify_parallel 4", 4)]
-    # SPEC 5.4: a candidate passes its own checks and those of every sibling landed since its
-    # lane base, one after another in its tree: the k-th candidate runs k checks. The least wall
-    # the checks need, with enough workers, is the top candidate's: lanes x seconds.
-    critical = args.lanes * args.seconds
-    print(f"checks on the top candidate alone: {args.lanes} x {args.seconds} s = {critical:.1f} s")
+    if shared:
+        # one check per candidate: with a worker per candidate, the checks need one check's time
+        critical = seconds
+        print(f"== one check shared by every task: each candidate runs it once ({seconds} s)")
+    else:
+        # SPEC 5.4: the k-th candidate runs k checks one after another in its tree; with enough
+        # workers the checks need the top candidate's: lanes x seconds
+        critical = lanes * seconds
+        print(f"== a check per task: the top candidate alone runs {lanes} x {seconds} s")
     print(
         f"{'setting':<22} {'pass wall':>9} {'vs sequential':>13} {'beyond checks':>13} "
         f"{'check runs':>10} {'candidates':>10} {'parked':>7}"
     )
     for failing in (None, "t1"):
         if failing:
-            print(f"-- the check of {failing} fails:")
+            print(f"-- the check fails on {failing}'s change:")
         outcomes: set[tuple[str, tuple[str, ...]]] = set()
         baseline: float | None = None
         for name, parallel in settings:
-            figures = [measure(args.lanes, parallel, args.seconds, failing)
-                       for _ in range(args.repeat)]  # fmt: skip
+            figures = [measure(lanes, parallel, seconds, failing, shared)
+                       for _ in range(repeat)]  # fmt: skip
+            walls = sorted(figure[0] for figure in figures)
             figures.sort(key=lambda figure: figure[0])
-            wall, change, parked, runs = figures[len(figures) // 2]
+            wall, _, parked, runs = figures[len(figures) // 2]
             baseline = baseline or wall
-            outcomes.add((change, tuple(parked)))
+            outcomes.update((figure[1], tuple(figure[2])) for figure in figures)
             candidates = len(set(runs))
             print(
                 f"{name:<22} {wall:8.2f}s {wall / baseline:13.2f} {wall - critical:12.2f}s "
-                f"{len(runs):>10} {candidates:>10} {','.join(parked) or '-':>7}",
+                f"{len(runs):>10} {candidates:>10} {','.join(parked) or '-':>7}"
+                f"   (runs: {', '.join(f'{w:.2f}' for w in walls)})",
                 flush=True,
             )
             if failing:
                 below = [run for run in runs if run.split() == ["t0.txt"]]
                 print(f"{'':<22} the candidate below the failure was checked {len(below)} time(s)")
         print(f"same change landed and same parked set for every setting: {len(outcomes) == 1}")
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -194,6 +194,19 @@ def test_a_result_is_never_computed_twice_for_the_same_tree_and_descriptor(
     assert counter.read_text() == "x"
 
 
+def test_tasks_sharing_a_descriptor_run_it_once_per_tree_each_under_its_own_check_id(
+    tree: tuple[GitRepo, str], tmp_path: Path
+) -> None:
+    counter = tmp_path / "runs"
+    shared = _check(f"open({str(counter)!r},'a').write('x')")
+    mine, sibling = Check("a:ok", shared.descriptor), Check("b:ok", shared.descriptor)
+    repo, oid = tree
+    verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"])
+    results = verifier.verify(oid, [mine, sibling])
+    assert counter.read_text() == "x"
+    assert [(r.check_id, r.passed) for r in results] == [("a:ok", True), ("b:ok", True)]
+
+
 def test_candidates_of_several_trees_verify_in_parallel(
     tree: tuple[GitRepo, str], tmp_path: Path
 ) -> None:

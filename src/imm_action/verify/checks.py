@@ -109,22 +109,27 @@ class Verifier:
             return self._verify(tree, list(checks))
 
     def _verify(self, tree: str, checks: list[Check]) -> list[CheckResult]:
-        results: dict[str, CheckResult] = {}
-        pending: list[Check] = []
+        # One run per (tree, descriptor): checks of several tasks that share a descriptor (the
+        # project's test suite, say) run it once, and each gets the result under its own id.
+        by_digest: dict[str, CheckResult] = {}
+        pending: dict[str, Check] = {}
         for check in checks:
             cached = self.cache.get(tree, check.digest)
             if cached is not None:
-                results[check.check_id] = cached.model_copy(update={"check_id": check.check_id})
+                by_digest[check.digest] = cached
             else:
-                pending.append(check)
-        for environment, group in _by_environment(pending):
+                pending.setdefault(check.digest, check)
+        for environment, group in _by_environment(list(pending.values())):
             for check, raw in self._run_group(tree, environment, group):
                 result = mask_result(self._mask, raw)
                 self.cache.put(tree, check.digest, result)
-                results[check.check_id] = result
+                by_digest[check.digest] = result
                 if self._on_result is not None:
                     self._on_result(tree, result)
-        return [results[check.check_id] for check in checks]
+        return [
+            by_digest[check.digest].model_copy(update={"check_id": check.check_id})
+            for check in checks
+        ]
 
     def _run_group(
         self, tree: str, environment: DescriptorEnvironment, group: list[Check]
