@@ -126,7 +126,7 @@ def continued_children(
             kept = old.model_copy(update={"blocked_by": blocked_by, "slice_id": planned.slice_id})
             children.append(kept if old.state.done else _at_rest(kept))
             continue
-        children.append(_pending(planned.task_id, planned.slice_id, blocked_by))
+        children.append(BatchChild.pending(planned.task_id, planned.slice_id, blocked_by))
     return children
 
 
@@ -147,20 +147,6 @@ def _runs_again(child: BatchChild, retry: str | None) -> bool:
 def _at_rest(child: BatchChild) -> BatchChild:
     """A parked or skipped child carried over as it was, holding no lane of the old batch."""
     return child.model_copy(update={"lane": None})
-
-
-def _pending(task_id: str, slice_id: str, blocked_by: list[str]) -> BatchChild:
-    return BatchChild(
-        task_id=task_id,
-        slice_id=slice_id,
-        blocked_by=blocked_by,
-        state=ChildState.PENDING,
-        reason=None,
-        commit=None,
-        lane=None,
-        qa_failures=0,
-        attempts=0,
-    )
 
 
 def changed_intents(changed_paths: Sequence[str], task_ids: Sequence[str]) -> list[str]:

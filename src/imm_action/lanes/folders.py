@@ -89,7 +89,7 @@ def remove_leftovers(root: Path) -> list[Path]:
         for batch in sorted(p for p in root.iterdir() if p.is_dir()):
             for path in sorted(p for p in batch.iterdir()):
                 owner = LaneFolder(path).owner
-                if owner is None or not _alive(owner):
+                if owner is None or not pid_alive(owner):
                     remove_tree(path)
                     removed.append(path)
             with contextlib.suppress(OSError):
@@ -115,7 +115,7 @@ def remove_tree(path: Path) -> None:
         shutil.rmtree(path, onerror=retry)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Running (a zombie nobody reaped yet is dead: its lane will never remove its folder)."""
     try:
         os.kill(pid, 0)

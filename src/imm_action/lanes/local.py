@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from imm_action.lanes.folders import pid_alive
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -151,7 +152,7 @@ class LocalLanes:
                 if path not in self.exited:
                     return Running()
                 return FinishedWithOutcome() if has_outcome else FinishedWithoutOutcome("exited")
-            case LocalRunner(pid=pid) if pid is not None and _alive(pid):
+            case LocalRunner(pid=pid) if pid is not None and pid_alive(pid):
                 return Running()
             case LocalRunner():
                 return FinishedWithOutcome() if has_outcome else Orphaned()
@@ -181,13 +182,3 @@ class LocalLanes:
                 lane.process.kill()
                 lane.process.wait()
         self.running.clear()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -111,6 +111,21 @@ class BatchChild(StrictModel):
     attempts: Annotated[int, Field(ge=0)]
     failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
 
+    @classmethod
+    def pending(cls, task_id: str, slice_id: str, blocked_by: list[str]) -> BatchChild:
+        """A child enrolled in a batch, before anything happened to it."""
+        return cls(
+            task_id=task_id,
+            slice_id=slice_id,
+            blocked_by=blocked_by,
+            state=ChildState.PENDING,
+            reason=None,
+            commit=None,
+            lane=None,
+            qa_failures=0,
+            attempts=0,
+        )
+
 
 class StateBudget(StrictModel):
     max_children: Annotated[int, Field(ge=1)]

@@ -48,7 +48,6 @@ from imm_action.model.state import (
     BatchChild,
     BatchRunState,
     BatchState,
-    ChildState,
     StateBudget,
 )
 from imm_action.passes.apply import Applier
@@ -374,16 +373,10 @@ def _pending_children(plan: BatchPlan) -> list[BatchChild]:
     done already, so `blocked_by` keeps only the enrollable ones."""
     enrollable = {child.task_id for child in plan.enrollable}
     return [
-        BatchChild(
-            task_id=child.task_id,
-            slice_id=child.slice_id,
-            blocked_by=[need for need in child.blocked_by if need in enrollable],
-            state=ChildState.PENDING,
-            reason=None,
-            commit=None,
-            lane=None,
-            qa_failures=0,
-            attempts=0,
+        BatchChild.pending(
+            child.task_id,
+            child.slice_id,
+            [need for need in child.blocked_by if need in enrollable],
         )
         for child in plan.children
         if child.task_id in enrollable
