@@ -208,6 +208,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         max_parallel=ns.max_parallel,
         actions=_actions_files(),
         continue_stopped=ns.continue_stopped,
+        given_as=ns.slug,
     )
     return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
 

@@ -76,6 +76,8 @@ def test_a_dispatched_batch_of_an_issue_carried_initiative_reports_on_the_issue(
     assert [run.exit_code for run in runs] == [0, 0, 0], runs[-1].log[-3000:]
     assert _integrated(world, "shop") == sorted(FIVE)
     repo = world.github.repo(REPO)
+    # every round is dispatched with the initiative as given: one concurrency group throughout
+    assert {d["inputs"]["initiative"] for d in repo.dispatches} == {f"#{issue}"}
     status = [c for c in repo.comments.values() if "<!-- imm-status:shop -->" in c["body"]]
     assert len(status) == 1
     assert status[0]["issue_url"].endswith(f"/issues/{issue}")

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from imm_action.github.client import (
+    DispatchRefusedError,
     GitHubClient,
     GitHubUnavailableError,
     RetryBudget,
@@ -119,3 +120,14 @@ def test_permissions_are_read_through_the_api(fake: FakeGitHub) -> None:
 def test_dispatch_sends_the_inputs_as_strings(fake: FakeGitHub) -> None:
     make_client(fake).dispatch("imm-batch.yml", "main", {"initiative": "shop"})
     assert fake.repo(REPO).dispatches[0]["inputs"] == {"initiative": "shop"}
+
+
+def test_a_dispatch_github_refuses_is_an_input_error_with_githubs_words_and_not_retried(
+    fake: FakeGitHub,
+) -> None:
+    fake.add_workflow(REPO, "declared.yml", "declared", inputs={"initiative": True})
+    with pytest.raises(DispatchRefusedError, match=r'Unexpected inputs provided: \["pass"\]'):
+        make_client(fake).dispatch("declared.yml", "main", {"initiative": "shop", "pass": "x"})
+    dispatches = [r for r in fake.requests if r.path.endswith("/dispatches")]
+    assert [r.status for r in dispatches] == [422]
+    assert DispatchRefusedError.exit_code == 2

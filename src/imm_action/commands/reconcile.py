@@ -34,6 +34,9 @@ class ReconcileArgs:
     actions: ActionsFiles | None = None  # on GitHub Actions: step outputs and job summary
     # A person asked to run the initiative (`/imm run`): a stopped batch is continued.
     continue_stopped: bool = False
+    # The initiative as the command line named it ("#123" or the slug): the next round is
+    # dispatched with the same words, so it queues in this round's concurrency group.
+    given_as: str | None = None
 
 
 DEFAULT_TOKEN_NOTE = (
@@ -110,10 +113,10 @@ def _report(
         target = replace(target, close_integrated=True, task_issues=issues)
     publish_report(github.client, stored.report, state, target)
     if not args.admit and needs_continuation(state):
-        inputs = continuation_inputs(state.initiative_slug, state.batch_id)
+        inputs = continuation_inputs(args.given_as or args.slug, state.batch_id)
         github.client.dispatch(github.workflow, github.ref, inputs)
 
 
-def continuation_inputs(slug: str, batch_id: str) -> dict[str, str]:
+def continuation_inputs(initiative: str, batch_id: str) -> dict[str, str]:
     """What the next round's dispatch sends: the workflow must declare each input (else 422)."""
-    return {"initiative": slug, "batch_id": batch_id, "pass": "continue"}
+    return {"initiative": initiative, "batch_id": batch_id, "pass": "continue"}

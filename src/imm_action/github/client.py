@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
@@ -45,6 +46,13 @@ class PullRequestsRefusedError(ImmError):
 class GitHubQueryError(ImmError):
     """GitHub refused a GraphQL query (invalid document, unknown repository or issue, no
     access): the request's fault, so exit 2 with GitHub's own words."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+
+class DispatchRefusedError(ImmError):
+    """GitHub refused a workflow dispatch (422: an input the workflow does not declare, a ref
+    that does not exist, no `workflow_dispatch` trigger): no run started; retrying cannot help."""
 
     exit_code = EXIT_INVALID_INPUT
 
@@ -347,11 +355,24 @@ class GitHubClient:
         return self.call(f"list the jobs of workflow run {run_id}", read)
 
     def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
-        def send() -> None:
-            if not self._repo().get_workflow(workflow).create_dispatch(ref, inputs):
-                raise GithubException(500, {"message": "dispatch was not accepted"}, None)
+        # Sent through the requester, not `Workflow.create_dispatch`: that answers a bare False
+        # for every refusal, and a 422 must not be retried as if GitHub were down.
+        url = f"{self._repo().url}/actions/workflows/{quote(workflow, safe='')}/dispatches"
 
-        self.call(f"dispatch {workflow}", send)
+        def send() -> None:
+            self._github.requester.requestJsonAndCheck(
+                "POST", url, input={"ref": ref, "inputs": inputs}
+            )
+
+        try:
+            self.call(f"dispatch {workflow}", send)
+        except GithubException as error:
+            if error.status != 422:
+                raise
+            message = error.data.get("message") if isinstance(error.data, dict) else error.data
+            raise DispatchRefusedError(
+                f"GitHub refused to start {workflow} on {ref}: {message}"
+            ) from None
 
 
 def _annotation_key(annotation: Mapping[str, Any]) -> tuple[object, ...]:
