@@ -9,6 +9,7 @@ import pytest
 
 from imm_action.github.client import (
     DispatchRefusedError,
+    GitHubAuthError,
     GitHubClient,
     GitHubUnavailableError,
     RetryBudget,
@@ -131,3 +132,15 @@ def test_a_dispatch_github_refuses_is_an_input_error_with_githubs_words_and_not_
     dispatches = [r for r in fake.requests if r.path.endswith("/dispatches")]
     assert [r.status for r in dispatches] == [422]
     assert DispatchRefusedError.exit_code == 2
+
+
+def test_a_token_github_refuses_is_one_clear_error_for_rest_and_graphql_alike(
+    fake: FakeGitHub,
+) -> None:
+    budget = RetryBudget(attempts=12, seconds=60, max_wait=0.05)
+    client = GitHubClient(build_github("wrong-token", fake.url, timeout=5), REPO, budget)
+    with pytest.raises(GitHubAuthError, match=r"401 Bad credentials.*check the token"):
+        client.permission("writer")
+    with pytest.raises(GitHubAuthError, match=r"GraphQL query .*401 Bad credentials"):
+        client.graphql("query Viewer { viewer { login } }", {})
+    assert [r.status for r in fake.requests] == [401, 401]  # neither was retried

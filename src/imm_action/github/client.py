@@ -50,6 +50,12 @@ class GitHubQueryError(ImmError):
     exit_code = EXIT_INVALID_INPUT
 
 
+class GitHubAuthError(ImmError):
+    """GitHub refused the token itself (401): wrong, expired or revoked. Exit 2, nothing done."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+
 class DispatchRefusedError(ImmError):
     """GitHub refused a workflow dispatch (422: an input the workflow does not declare, a ref
     that does not exist, no `workflow_dispatch` trigger): no run started; retrying cannot help."""
@@ -185,6 +191,12 @@ class GitHubClient:
             ConnectionError,
             _TransientQueryError,
         ) as error:
+            if isinstance(error, GithubException) and error.status == 401:
+                said = error.data.get("message") if isinstance(error.data, dict) else error.data
+                raise GitHubAuthError(
+                    f"GitHub refused the token while trying to {what} (401 {said}): "
+                    "check the token (IMM_TOKEN or GITHUB_TOKEN)"
+                ) from None
             if _retriable(error):
                 raise GitHubUnavailableError(
                     f"GitHub kept failing while trying to {what} "
