@@ -50,3 +50,22 @@ def test_an_import_pointing_up_breaks_the_contract(
     result = lint_imports(source, tmp_path / "pyproject.toml")
     assert result.returncode != 0
     assert f"-> {upward}" in result.stdout
+
+
+def test_every_module_of_the_package_has_a_layer() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    [contract] = config["tool"]["importlinter"]["contracts"]
+    layered = {
+        name.strip().removeprefix("imm_action.")
+        for layer in contract["layers"]
+        for name in layer.split("|")
+    }
+    package = ROOT / "src" / "imm_action"
+    modules = {
+        path.stem if path.is_file() else path.name
+        for path in package.iterdir()
+        if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
+    }
+    assert modules - layered == set()  # a module outside the contract escapes it
