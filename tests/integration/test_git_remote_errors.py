@@ -106,3 +106,22 @@ def test_an_unreachable_remote_after_its_retries_exits_3_with_the_log_path(
     assert code == 3
     assert "Failed to connect" in err
     assert f"details in {tmp_path}" in err
+
+
+def test_a_push_the_remote_refuses_exits_2_naming_the_ref_and_the_remotes_reason(
+    git_http_remote: GitHttpRemote, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _project_on(git_http_remote, tmp_path / "r", git_http_remote.token)
+    hook = git_http_remote.root / "project.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'refs/imm/* are protected' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    code, out, err = run_cli(capsys, "reconcile", "init", "--repo", str(repo), "--remote", "origin")
+    assert (code, out) == (2, "")
+    [error] = [line for line in err.splitlines() if line.startswith("imm reconcile:")]
+    assert "the remote refused to update refs/heads/imm/init: " in error
+    assert "refs/imm/batches/" in error
+    assert "pre-receive hook declined" in error
+    assert "the remote said: refs/imm/* are protected" in error
+    assert "details in" not in err
+    pushes = [r for r in git_http_remote.requests if r.path.endswith("git-receive-pack")]
+    assert len(pushes) == 1  # refused once is refused: not re-run as a lost race

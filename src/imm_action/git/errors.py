@@ -67,6 +67,31 @@ class GitAuthFailure(GitError, ImmError):
         return self.message
 
 
+class GitPushRefused(GitError, ImmError):
+    """The remote itself refused a ref update — a pre-receive hook, branch protection or a push
+    rule — not a lost race: another attempt would be refused the same way."""
+
+    exit_code = EXIT_INVALID_INPUT
+
+    def __init__(
+        self, command: Sequence[str], returncode: int | None, stderr: str, refused: dict[str, str]
+    ) -> None:
+        super().__init__(command, returncode, stderr)
+        self.refused = refused
+        which = "; ".join(f"{ref}: {why}" for ref, why in sorted(refused.items()))
+        said = [
+            line[8:].strip() for line in self.stderr.splitlines() if line.startswith("remote: ")
+        ]
+        words = f"; the remote said: {' / '.join(said[:3])}" if any(said) else ""
+        self.message = (
+            f"the remote refused to update {which}{words} — imm must be allowed to push imm/* "
+            "branches and refs/imm/* (branch protection, a push rule or a hook refused it)"
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
 # git names the URL it failed on in quotes: "Authentication failed for 'URL'", "for 'URL': ...".
 _QUOTED_URL = re.compile(r"'(?P<url>[a-zA-Z][a-zA-Z0-9+.-]*://[^'\s]+)'")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from imm_action.git.errors import GitConflict
+from imm_action.git.errors import GitConflict, GitPushRefused
 from imm_action.git.repo import GitRepo, RefUpdate
 
 
@@ -89,9 +89,32 @@ class RemoteRefStore:
             args.append(f"{update.new}:{update.ref}" if update.new else f":{update.ref}")
         result = self.repo.git.run(args, ok_codes=(0, 1))
         if result.exit_code != 0:
+            refused = refused_by_the_remote(result.stdout)
+            if refused:
+                raise GitPushRefused(["push", "--atomic"], result.exit_code, result.stderr, refused)
             raise GitConflict(["push", "--atomic"], result.exit_code, result.stdout + result.stderr)
         # Our mirror now matches what we pushed; the next refresh confirms it.
         self.repo.compare_and_swap(
             [RefUpdate(MIRROR + u.ref, u.new, self.repo.read_refs([MIRROR + u.ref])[MIRROR + u.ref])
              for u in updates]
         )  # fmt: skip
+
+
+# What the receiving side says when a ref it was asked to move changed under the push (a lost
+# race, seen by the remote) or when another ref of the same atomic push failed.
+_RACE_REASONS = ("atomic", "failed to update ref", "cannot lock ref", "stale info", "fetch first")
+
+
+def refused_by_the_remote(porcelain: str) -> dict[str, str]:
+    """The refs the remote refused for a reason of its own (`! <src>:<dst> [remote rejected]
+    (<reason>)` in `git push --porcelain`), by ref, with the remote's reason."""
+    refused: dict[str, str] = {}
+    for line in porcelain.splitlines():
+        flag, _, rest = line.partition("\t")
+        if flag != "!" or "[remote rejected]" not in rest:
+            continue
+        spec, _, summary = rest.partition("\t")
+        reason = summary.partition("(")[2].rstrip(")").strip()
+        if not any(word in reason for word in _RACE_REASONS):
+            refused[spec.rpartition(":")[2]] = reason or "refused"
+    return refused
