@@ -53,7 +53,8 @@ def _read_committed(inputs: CommittedInputs, task_id: str) -> IntentFile:
     if refusal is not None:
         return _invalid([Problem(relative, None, refusal)])
     data = inputs.read(relative)
-    assert data is not None
+    if data is None:  # listed but not readable as a file: refused like any other bad entry
+        return _invalid([Problem(relative, None, "is not a file in the commit")])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

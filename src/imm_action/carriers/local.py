@@ -65,7 +65,8 @@ def read_local_initiative(inputs: CommittedInputs, slug: str) -> LocatedInitiati
             raise InputError([Problem(relative, None, why)])
         raise InputError([Problem(relative, None, "no such initiative file")])
     entry = inputs.entry(relative)
-    assert entry is not None
+    if entry is None:
+        raise InputError([Problem(relative, None, "no such initiative file")])
     if entry.size is not None and entry.size > MAX_INITIATIVE_BYTES:
         raise InputError([Problem(relative, None, f"is larger than {MAX_INITIATIVE_BYTES} bytes")])
     data = inputs.read(relative) or b""

@@ -106,8 +106,8 @@ class _ObjectReader:
             return None
         with self._lock:
             process = self._start()
-            assert process.stdin is not None
-            assert process.stdout is not None
+            if process.stdin is None or process.stdout is None:
+                raise GitFatal(["cat-file", "--batch"], None, "cat-file has no pipes")
             process.stdin.write(name.encode("utf-8", "surrogateescape") + b"\n")
             process.stdin.flush()
             header = process.stdout.readline().decode()
@@ -128,11 +128,11 @@ class _ObjectReader:
     def close(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            assert process.stdin is not None
-            assert process.stdout is not None
-            process.stdin.close()
+            if process.stdin is not None:
+                process.stdin.close()
             process.wait()
-            process.stdout.close()
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 class GitRepo:
@@ -411,7 +411,8 @@ class GitRepo:
         data = f"{kind} {len(body)}\0".encode() + body
         oid = hashlib.sha1(data, usedforsecurity=False).hexdigest()
         objects = self._loose_objects()
-        assert objects is not None
+        if objects is None:  # callers check first: only SHA-1 repositories are written this way
+            raise GitFatal(["hash-object"], None, "loose objects are written for SHA-1 only")
         target = objects / oid[:2] / oid[2:]
         if target.exists():
             return oid

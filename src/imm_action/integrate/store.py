@@ -283,7 +283,8 @@ class _Snapshot:
             HEAD_FILE: ("blob", repo.write_object("blob", _json_text(head))),
             REPORT_FILE: ("blob", repo.write_object("blob", _json_text(report_head))),
         }
-        assert children.oid is not None  # a batch has at least one child
+        if children.oid is None:  # the state's own validation holds a batch to one child or more
+            raise ImmError(f"batch {state.batch_id} has no children to store")
         entries[CHILDREN] = ("tree", children.oid)
         if checks.oid is not None:
             entries[CHECKS] = ("tree", checks.oid)

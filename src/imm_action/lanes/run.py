@@ -246,7 +246,8 @@ class _Lane:
 
     def _copy_output(self, process: subprocess.Popen[bytes], tail: deque[str]) -> None:
         """Copy the command's output to the lane log line by line, keeping the last lines."""
-        assert process.stdout is not None
+        if process.stdout is None:
+            raise OSError(f"{process.args!r} started without an output pipe")
         for raw in iter(process.stdout.readline, b""):
             line = self.mask(raw.decode("utf-8", "replace"))
             self.log.write(line)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from imm_action.errors import NeedsHumanError
+from imm_action.errors import ImmError, NeedsHumanError
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, RefUpdate
 from imm_action.integrate import transitions as t
@@ -99,9 +99,10 @@ class Continuing:
                 return None
             case CannotContinue(message=message):
                 raise NeedsHumanError(message)
-            case Continue(branch_head=head):
-                assert latest is not None  # decided from it
+            case Continue(branch_head=head) if latest is not None:  # decided from it
                 return self._continue(start, latest, head)
+            case Continue():
+                raise ImmError(f"{start.slug}: told to continue a batch that does not exist")
             case Fresh() as fresh:
                 return self._fresh(start, latest, fresh)
 

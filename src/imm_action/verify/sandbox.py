@@ -108,7 +108,8 @@ def _execute(
         process = start_contained(argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE)
     except OSError as error:
         return None, f"cannot start {argv[0]}: {error}".encode(), False, False
-    assert process.stdout is not None
+    if process.stdout is None:  # started with stdout=PIPE: never None
+        raise OSError(f"{argv[0]} started without an output pipe")
     deadline = time.monotonic() + command.timeout_ms / 1000
     try:
         output, timed_out, limited = _collect(process, deadline, command.max_output_bytes)
@@ -121,7 +122,8 @@ def _execute(
 def _collect(
     process: subprocess.Popen[bytes], deadline: float, cap: int
 ) -> tuple[bytes, bool, bool]:
-    assert process.stdout is not None
+    if process.stdout is None:
+        raise OSError("the check has no output pipe")
     chunks: list[bytes] = []
     size = 0
     with selectors.DefaultSelector() as selector:
