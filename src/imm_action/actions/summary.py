@@ -10,13 +10,13 @@ from imm_action.render import failure_details, job_summary
 
 def pass_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
     """The status comment's text (state, why, next, table, DAG coloured by state) and a link
-    to the workflow run of every lane in flight."""
+    to the job of every lane in flight (to its workflow run until a pass has found the job)."""
     body = job_summary(report, state, repository_url)
     links = []
     for child in state.children:
         runner = child.lane.runner if child.lane is not None else None
         if child.state.in_flight and isinstance(runner, GithubRunner):
-            url = f"{repository_url}/actions/runs/{runner.run_id}"
+            url = runner.job_url or f"{repository_url}/actions/runs/{runner.run_id}"
             links.append(f"- `{child.task_id}`: [imm lane {child.task_id}]({url})")
     if links:
         body += "\n### Lane jobs\n\n" + "\n".join(links) + "\n"
