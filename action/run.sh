@@ -35,10 +35,8 @@ with_token() {
   export GITHUB_TOKEN="$token"
 }
 
-if [ -n "${IMM_CONFIG:-}" ] && [ "$IMM_CONFIG" != ".github/imm.yml" ]; then
-  echo "::error::input config: imm reads .github/imm.yml only (got '$IMM_CONFIG')"
-  exit 2
-fi
+# IMM_CONFIG (the `config` input) is read by imm itself: a path relative to the repository root.
+export IMM_CONFIG="${IMM_CONFIG:-.github/imm.yml}"
 
 lane_args=(--batch-id "${IMM_BATCH_ID:-}" --task "${IMM_TASK_ID:-}" --remote origin)
 

@@ -58,45 +58,71 @@ def open_repo(path: Path) -> Path:
     return path.resolve()
 
 
+# The action's `config` input: the config's path relative to the repository root.
+CONFIG_VARIABLE = "IMM_CONFIG"
+
+
+def config_path(environ: Mapping[str, str] = os.environ) -> str:
+    """Where the repository config lies: `IMM_CONFIG` when set, else `.github/imm.yml`. A path
+    that could leave the repository (absolute, `..`) or is not YAML is a usage error."""
+    given = environ.get(CONFIG_VARIABLE, "").strip()
+    if not given:
+        return CONFIG_PATH
+    parts = given.split("/")
+    if (
+        given.startswith("/")
+        or "\\" in given
+        or any(part in ("", ".", "..") for part in parts)
+        or not given.endswith((".yml", ".yaml"))
+    ):
+        raise UsageError(
+            f"{CONFIG_VARIABLE}={given!r}: the config must be a .yml file inside the repository, "
+            "named relative to its root (like .github/imm.yml), without '.' or '..'"
+        )
+    return given
+
+
 MAX_CONFIG_BYTES = 256 * 1024
 # A config is a few dozen nodes; aliases may not expand it beyond this (a "billion laughs" file
 # of a few hundred bytes would otherwise expand to gigabytes when read).
 MAX_CONFIG_NODES = 10_000
 
 
-def load_config(repo: Path) -> LoadedConfig:
-    """`.github/imm.yml`, or the defaults when it is absent; unknown keys become warnings.
+def load_config(repo: Path, relative: str | None = None) -> LoadedConfig:
+    """`.github/imm.yml` (or the path `IMM_CONFIG` names), or the defaults when it is absent;
+    unknown keys become warnings.
 
     The file is untrusted (a pull request may change it): it must be a regular file inside the
     repository (no symlink on its path, so nothing outside is ever read or echoed), at most
     256 KiB, UTF-8 text; it is read with a safe loader that refuses duplicate keys and alias
     expansion beyond a small bound."""
-    raw = _config_bytes(repo)
+    relative = relative or config_path()
+    raw = _config_bytes(repo, relative)
     if raw is None:
         return LoadedConfig(RepoConfig(), ())
-    data = _parse_config(raw)
+    data = _parse_config(raw, relative)
     if data is None:
         return LoadedConfig(RepoConfig(), ())
     if not isinstance(data, dict):
-        raise InputError([Problem(CONFIG_PATH, 1, "must be a mapping of settings")])
+        raise InputError([Problem(relative, 1, "must be a mapping of settings")])
     plain = _plain(data)
     try:
         config = RepoConfig.model_validate(plain)
     except ValidationError as error:
         raise InputError(
             [
-                Problem(CONFIG_PATH, _yaml_line(data, loc), f"{'.'.join(map(str, loc))}: {message}")
+                Problem(relative, _yaml_line(data, loc), f"{'.'.join(map(str, loc))}: {message}")
                 for loc, message in located_messages(error)
             ]
         ) from None
-    return LoadedConfig(config, tuple(_unknown_keys(data, RepoConfig.model_fields, ())))
+    return LoadedConfig(config, tuple(_unknown_keys(data, RepoConfig.model_fields, (), relative)))
 
 
-def _config_bytes(repo: Path) -> bytes | None:
+def _config_bytes(repo: Path, relative: str) -> bytes | None:
     """The config file's bytes; None when there is none. Refused before reading: links,
     non-regular files, anything over the size limit, binary content."""
     current = repo
-    parts = CONFIG_PATH.split("/")
+    parts = relative.split("/")
     for depth, part in enumerate(parts):
         current = current / part
         try:
@@ -106,28 +132,28 @@ def _config_bytes(repo: Path) -> bytes | None:
         if stat.S_ISLNK(mode):
             where = "/".join(parts[: depth + 1])
             raise InputError(
-                [Problem(CONFIG_PATH, None, f"must be a regular file in the repository ({where} "
+                [Problem(relative, None, f"must be a regular file in the repository ({where} "
                          "is a symbolic link; its target is not read)")]
             )  # fmt: skip
     status = current.lstat()
     if not stat.S_ISREG(status.st_mode):
-        raise InputError([Problem(CONFIG_PATH, None, "must be a regular file")])
+        raise InputError([Problem(relative, None, "must be a regular file")])
     if status.st_size > MAX_CONFIG_BYTES:
         raise InputError(
-            [Problem(CONFIG_PATH, None, f"is {status.st_size} bytes; at most "
+            [Problem(relative, None, f"is {status.st_size} bytes; at most "
                      f"{MAX_CONFIG_BYTES // 1024} KiB are allowed")]
         )  # fmt: skip
     fd = os.open(current, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
-        raise InputError([Problem(CONFIG_PATH, None, f"is larger than {MAX_CONFIG_BYTES} bytes")])
+        raise InputError([Problem(relative, None, f"is larger than {MAX_CONFIG_BYTES} bytes")])
     if b"\0" in raw:
-        raise InputError([Problem(CONFIG_PATH, None, "is not a text file (binary content)")])
+        raise InputError([Problem(relative, None, "is not a text file (binary content)")])
     return raw
 
 
-def _parse_config(raw: bytes) -> Any:
+def _parse_config(raw: bytes, relative: str) -> Any:
     from ruamel.yaml import YAML
     from ruamel.yaml.constructor import DuplicateKeyError
     from ruamel.yaml.error import YAMLError
@@ -136,22 +162,22 @@ def _parse_config(raw: bytes) -> Any:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
         at = raw[: error.start].count(b"\n") + 1
-        raise InputError([Problem(CONFIG_PATH, at, "is not a text file (not UTF-8)")]) from None
+        raise InputError([Problem(relative, at, "is not a text file (not UTF-8)")]) from None
     try:
         nodes = _expanded_size(YAML(typ="rt").compose(text))
         if nodes > MAX_CONFIG_NODES:
             raise InputError(
-                [Problem(CONFIG_PATH, None, f"aliases expand it to more than {MAX_CONFIG_NODES} "
+                [Problem(relative, None, f"aliases expand it to more than {MAX_CONFIG_NODES} "
                          "values; write the settings out instead")]
             )  # fmt: skip
         return YAML(typ="rt").load(text)
     except DuplicateKeyError as error:
         key = str(error.problem or "").split('"')[1:2]
         what = f'duplicate key "{key[0]}"' if key else "a duplicate key"
-        raise InputError([Problem(CONFIG_PATH, _mark_line(error), what)]) from None
+        raise InputError([Problem(relative, _mark_line(error), what)]) from None
     except YAMLError as error:
         why = getattr(error, "problem", None) or str(error).splitlines()[0]
-        problem = Problem(CONFIG_PATH, _mark_line(error), f"is not valid YAML: {why}")
+        problem = Problem(relative, _mark_line(error), f"is not valid YAML: {why}")
         raise InputError([problem]) from None
 
 
@@ -212,20 +238,22 @@ def _yaml_line(data: Any, loc: tuple[int | str, ...]) -> int | None:
     return line
 
 
-def _unknown_keys(data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...]) -> list[Problem]:
+def _unknown_keys(
+    data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...], relative: str
+) -> list[Problem]:
     warnings = []
     for key, value in data.items():
         name = ".".join((*prefix, str(key)))
         if key not in fields:
             line = data.lc.key(key)[0] + 1
             warnings.append(
-                Problem(CONFIG_PATH, line, f"warning: unknown setting {name!r} is ignored")
+                Problem(relative, line, f"warning: unknown setting {name!r} is ignored")
             )
         elif key == "commands" and isinstance(value, dict):
             from imm_action.model.config import CommandsConfig
 
             warnings.extend(
-                _unknown_keys(value, CommandsConfig.model_fields, (*prefix, "commands"))
+                _unknown_keys(value, CommandsConfig.model_fields, (*prefix, "commands"), relative)
             )
     return warnings
 

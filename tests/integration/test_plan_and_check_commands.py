@@ -359,3 +359,29 @@ def test_the_console_script_maps_errors_to_exit_codes(tmp_path: Path) -> None:
 
 def test_descriptor_helper_round_trips() -> None:
     assert json.loads(descriptor())["command"]["executable"] == "python3"
+
+
+def test_the_config_is_read_from_the_path_imm_config_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = initiative_files("init", DIAMOND)
+    files[".github/imm.yml"] = "max_parallel: 2\n"
+    files["ci/imm.yml"] = "max_parallel: 1\ncolour: red\n"
+    repo = make_repo(tmp_path / "r", files)
+    monkeypatch.setenv("IMM_CONFIG", "ci/imm.yml")
+    code, out, _ = _run(capsys, "plan", "init", "--repo", str(repo), "--format", "json")
+    assert code == 0
+    assert json.loads(out)["max_parallel"] == 1
+    code, out, _ = _run(capsys, "check", "--repo", str(repo))
+    assert "ci/imm.yml:2: warning: unknown setting 'colour' is ignored" in out
+
+
+@pytest.mark.parametrize("path", ["../imm.yml", "/etc/imm.yml", "ci/../x.yml", "ci/imm.toml"])
+def test_a_config_path_that_could_leave_the_repository_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    repo = make_repo(tmp_path / "r", initiative_files("init", DIAMOND))
+    monkeypatch.setenv("IMM_CONFIG", path)
+    code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
+    assert (code, out) == (2, "")
+    assert f"IMM_CONFIG={path!r}: the config must be a .yml file inside the repository" in err
