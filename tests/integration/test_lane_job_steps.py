@@ -82,3 +82,14 @@ def test_publish_refuses_a_hand_off_that_moves_any_other_ref(
     assert _lane(capsys, job, batch, "publish") == 2
     assert git(remote, "rev-parse", "refs/heads/main") == before
     assert _remote_outcome(remote, batch) == ""
+
+
+def test_a_lane_branch_an_earlier_attempt_left_on_the_remote_does_not_stop_publish(
+    lane_job: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, remote, batch = lane_job
+    main = git(remote, "rev-parse", "refs/heads/main").strip()
+    git(remote, "update-ref", "refs/heads/imm-lane/init/a", main)  # e.g. parked, then retried
+    assert [_lane(capsys, job, batch, phase) for phase in ("fetch", "work", "publish")] == [0, 0, 0]
+    assert _remote_outcome(remote, batch).strip()
+    assert git(remote, "rev-parse", "refs/heads/imm-lane/init/a").strip() != main

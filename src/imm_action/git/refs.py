@@ -66,6 +66,9 @@ class RemoteRefStore:
                     "fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head",
                     self.remote,
                     f"+refs/heads/imm/*:{MIRROR}refs/heads/imm/*",
+                    # lane branches too: a lease on one must see it when it exists (an earlier
+                    # attempt's), and integration deletes them
+                    f"+refs/heads/imm-lane/*:{MIRROR}refs/heads/imm-lane/*",
                     f"+refs/imm/*:{MIRROR}refs/imm/*",
                 ]
             )  # fmt: skip
