@@ -23,7 +23,7 @@ from tests.batch_helpers import (
     run_pass,
     work,
 )
-from tests.conftest import descriptor, git
+from tests.conftest import descriptor, git, run_cli
 
 THREE = {"a": [], "b": [], "c": []}
 
@@ -289,3 +289,19 @@ def test_verify_parallel_sets_how_many_candidates_the_integrator_checks_at_once(
     for task in tasks:
         work(repo, task)
     assert run_pass(repo).integrated == tuple(tasks)
+
+
+def test_a_retried_lane_is_not_taken_for_its_earlier_attempts_outcome(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "c": []})
+    run_pass(repo)  # admits a and c
+    publish(repo, "a", None, state="needs_human", reason="QA failure limit reached")
+    run_pass(repo)
+    assert {c.task_id: str(c.state) for c in current(repo).state.children}["a"] == "needs_human"
+    code, _, err = run_cli(capsys, "retry", "init", "a", "--repo", str(repo))
+    assert code == 0, err
+    run_pass(repo)  # a is admitted again: its new lane has published nothing yet
+    run_pass(repo)
+    [a] = [c for c in current(repo).state.children if c.task_id == "a"]
+    assert (str(a.state), a.reason) == ("lane_admitted", None)

@@ -192,8 +192,24 @@ class _Pass:
         admitted: tuple[str, ...] = ()
         if self.request.admit:
             state, admitted = self._admit(state, head)
-        stored = self.apply.persist(stored, state, self._verdict(state))
+        stale = self._stale_lane_refs(state, admitted)
+        stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated)
+
+    def _stale_lane_refs(self, state: BatchRunState, admitted: Sequence[str]) -> list[RefUpdate]:
+        """A lane is admitted with no outcome and no lane branch: what an earlier attempt left
+        (a parked lane that `imm retry` sent back) is deleted in the admission's CAS, or the
+        next pass would take the old outcome for the new lane's."""
+        names = [
+            ref
+            for task in admitted
+            for ref in (
+                heads(lane_branch(state.initiative_slug, task)),
+                lane_outcome_ref(state.batch_id, task),
+            )
+        ]
+        found = self.ports.refs.read(names) if names else {}
+        return [RefUpdate(ref, None, old) for ref, old in found.items() if old is not None]
 
     # -- step 1: load or start ------------------------------------------------------------------
     def _load_or_start(self) -> StoredBatch | Reread:
