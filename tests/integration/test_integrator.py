@@ -238,7 +238,9 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
     assert (str(child.state), child.attempts) == ("pending", 0)
 
 
-def test_a_finished_batch_leaves_its_branch_and_its_state_ref_only(tmp_path: Path) -> None:
+def test_a_finished_batch_leaves_its_branch_its_state_ref_and_the_latest_batch_ref_only(
+    tmp_path: Path,
+) -> None:
     repo = make_project(tmp_path / "r", THREE)
     run_pass(repo)
     lanes = {task: work(repo, task) for task in THREE}
@@ -250,6 +252,7 @@ def test_a_finished_batch_leaves_its_branch_and_its_state_ref_only(tmp_path: Pat
         "refs/heads/imm/init",
         "refs/heads/main",
         f"refs/imm/batches/{stored.state.batch_id}",
+        "refs/imm/latest/init",
     ]
     assert [c.lane.lane_commit for c in stored.state.children if c.lane] == list(lanes.values())
 

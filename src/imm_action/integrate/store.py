@@ -29,7 +29,7 @@ from imm_action.integrate.verdict import report_children
 from imm_action.lanes.outcome import read_outcome
 from imm_action.model.common import canonical_model_text
 from imm_action.model.outcome import CachedCheck, CheckCache
-from imm_action.model.refs import BATCHES, batch_state_ref
+from imm_action.model.refs import BATCHES, batch_state_ref, latest_batch_ref
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchChild, BatchRunState, state_invariant_violations
 
@@ -55,6 +55,9 @@ class PreparedState:
 class StateStore:
     def __init__(self, refs: RefStore) -> None:
         self.refs = refs
+        # Per initiative, where its latest-batch ref pointed when this store first listed its
+        # batches: a batch started from that view leases it (a store is one pass's view).
+        self._latest_seen: dict[str, str | None] = {}
 
     def load(self, batch_id: str) -> StoredBatch | None:
         commit = self.refs.read([batch_state_ref(batch_id)])[batch_state_ref(batch_id)]
@@ -68,6 +71,10 @@ class StateStore:
         return sorted(stored, key=lambda batch: (batch.state.created_at, batch.state.batch_id))
 
     def batches_of(self, slug: str) -> list[StoredBatch]:
+        if slug not in self._latest_seen:  # before the listing: a batch started after this
+            # read is either listed below or makes our own start lose its lease
+            ref = latest_batch_ref(slug)
+            self._latest_seen[slug] = self.refs.read([ref])[ref]
         return [batch for batch in self.all_batches() if batch.state.initiative_slug == slug]
 
     def active(self, slug: str) -> StoredBatch | None:
@@ -90,6 +97,13 @@ class StateStore:
         commits the state commit holds as further parents (landed lanes' outcomes), so the
         chain reaches them once their refs are gone."""
         prepared, snapshot = self._prepare(previous, state, report, cache, keep)
+        if previous is None:  # a new batch: the initiative's latest-batch ref moves with it
+            slug = state.initiative_slug
+            ref = latest_batch_ref(slug)
+            seen = (
+                self._latest_seen[slug] if slug in self._latest_seen else self.refs.read([ref])[ref]
+            )
+            also = [*also, RefUpdate(ref, prepared.stored.commit, seen)]
         # The state comes last: a writer killed while git commits the transaction ref by ref
         # can only leave the other refs (the batch branch) ahead of the state, which the next
         # pass recovers (an integration it finds on the branch is adopted, SPEC §5.2 step 3).

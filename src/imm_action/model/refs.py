@@ -4,10 +4,17 @@ from __future__ import annotations
 
 BATCHES = "refs/imm/batches/"
 LANES = "refs/imm/lanes/"
+LATEST = "refs/imm/latest/"
 
 
 def batch_state_ref(batch_id: str) -> str:
     return f"{BATCHES}{batch_id}"
+
+
+def latest_batch_ref(slug: str) -> str:
+    """The first state commit of the initiative's newest batch: every batch start moves it
+    with a lease, so two passes that both decided to start one cannot both succeed."""
+    return f"{LATEST}{slug}"
 
 
 def lane_outcome_ref(batch_id: str, task_id: str) -> str:
