@@ -308,3 +308,24 @@ def test_a_retried_lane_is_not_taken_for_its_earlier_attempts_outcome(
     run_pass(repo)
     [a] = [c for c in current(repo).state.children if c.task_id == "a"]
     assert (str(a.state), a.reason) == ("lane_admitted", None)
+
+
+def test_a_retry_runs_a_failed_check_again_on_the_same_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    flaky = descriptor(  # fails its first run only, like a timeout on a loaded runner
+        ["-c", f"import pathlib,sys; p=pathlib.Path({str(runs)!r}); n=len(p.read_text()) "
+         "if p.exists() else 0; p.write_text('x'*(n+1)); sys.exit(1 if n == 0 else 0)"]
+    )  # fmt: skip
+    repo = make_project(tmp_path / "r", {"a": []}, checks={"a": flaky})
+    run_pass(repo)
+    work(repo, "a")
+    run_pass(repo)
+    assert str(current(repo).state.children[0].state) == "needs_human"
+    assert run_cli(capsys, "retry", "init", "a", "--repo", str(repo))[0] == 0
+    run_pass(repo)
+    work(repo, "a")  # the same change again: the same candidate tree
+    run_pass(repo)
+    assert runs.read_text() == "xx"
+    assert str(current(repo).state.children[0].state) == "integrated"

@@ -43,7 +43,8 @@ class ResultCache:
         self._results: dict[tuple[str, str], CheckResult] = {}
         self._stored: CheckCache | None = None
         for entry in stored.entries if stored else ():
-            self._results[(entry.tree, entry.descriptor_digest)] = entry.result
+            if entry.result.passed:  # (states written before failures stopped being stored)
+                self._results[(entry.tree, entry.descriptor_digest)] = entry.result
 
     def tree_lock(self, tree: str) -> threading.Lock:
         """Held while a tree is verified, so two workers never run its checks twice."""
@@ -61,12 +62,15 @@ class ResultCache:
 
     def stored(self) -> CheckCache:
         """The cache as the state stores it; built again only after a `put` (every write of
-        the state asks for it)."""
+        the state asks for it). Only passes are kept past the pass that ran them: a failure
+        may be a timeout on a loaded runner, and `imm retry` of the same tree must run the
+        check again, not park it from the cache."""
         with self._lock:
             if self._stored is None:
                 entries = [
                     CachedCheck(tree=tree, descriptor_digest=digest, result=result)
                     for (tree, digest), result in sorted(self._results.items())
+                    if result.passed
                 ]
                 self._stored = CheckCache(entries=entries)
             return self._stored
