@@ -57,7 +57,7 @@ ROUTES: list[Route] = []
 # Each handler's path in GitHub's OpenAPI description, for the contract test.
 _R = "/repos/{owner}/{repo}"
 TEMPLATES = {
-    "rate_limit": "/rate_limit", "get_repo": _R, "list_issues": f"{_R}/issues",
+    "rate_limit": "/rate_limit", "authenticated_user": "/user", "get_repo": _R, "list_issues": f"{_R}/issues",
     "create_issue": f"{_R}/issues", "get_issue": f"{_R}/issues/{{issue_number}}",
     "update_issue": f"{_R}/issues/{{issue_number}}",
     "list_comments": f"{_R}/issues/{{issue_number}}/comments",
@@ -95,6 +95,19 @@ def route(
 def rate_limit(call: Call) -> tuple[int, Any]:
     core = {"limit": 5000, "remaining": 4999, "reset": 0, "used": 1}
     return 200, {"resources": {"core": core, "graphql": core}, "rate": core}
+
+
+@route("GET", "/user")
+def authenticated_user(call: Call) -> tuple[int, Any]:
+    # An installation token (GITHUB_TOKEN, an app's) is no user: GitHub refuses it here.
+    if call.login.endswith("[bot]"):
+        raise ApiError(403, "Resource not accessible by integration")
+    profile = {
+        "name": None, "company": None, "blog": "", "location": None, "email": None,
+        "hireable": None, "bio": None, "public_repos": 0, "public_gists": 0, "followers": 0,
+        "following": 0, "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+    }  # fmt: skip
+    return 200, {**call.state.user(call.login), **profile}
 
 
 @route("GET", "{REPO}")

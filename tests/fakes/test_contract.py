@@ -48,6 +48,7 @@ def exercise_every_route(fake: FakeGitHub) -> None:
     client.ensure_pull("imm/x", "main", "imm: x", "report")
     client.ensure_pull("imm/x", "main", "imm: x", "report 2")
     client.permission("writer")
+    gh.get_user().login  # noqa: B018 - the token's own user, asked when a person wrote a marker
     client.dispatch("imm-batch.yml", "main", {"initiative": "x"})
     runs = list(repo.get_workflow_runs())
     job = fake.add_job(REPO, runs[0].id, "lane (x)")

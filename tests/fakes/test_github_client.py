@@ -144,3 +144,25 @@ def test_a_token_github_refuses_is_one_clear_error_for_rest_and_graphql_alike(
     with pytest.raises(GitHubAuthError, match=r"GraphQL query .*401 Bad credentials"):
         client.graphql("query Viewer { viewer { login } }", {})
     assert [r.status for r in fake.requests] == [401, 401]  # neither was retried
+
+
+@pytest.mark.parametrize("imm_login", ["github-actions[bot]", "imm-person"])
+def test_a_marker_planted_in_someone_elses_comment_is_not_taken_for_the_status_comment(
+    imm_login: str,
+) -> None:
+    tokens = {"imm-token": imm_login, "mallory-token": "mallory"}
+    with FakeGitHub(tokens=tokens) as fake:
+        fake.add_repo(REPO, {"acme": "admin", "mallory": "read"})
+        issue = fake.state.new_issue(fake.repo(REPO), "Initiative shop", "body", "acme")
+        planted = f"nice issue {MARKER}"
+        mallory = build_github("mallory-token", fake.url, timeout=5).get_repo(REPO)
+        mallory.get_issue(issue["number"]).create_comment(planted)
+        budget = RetryBudget(attempts=3, seconds=30, max_wait=0.05)
+        client = GitHubClient(build_github("imm-token", fake.url, timeout=5), REPO, budget)
+        client.upsert_comment(issue["number"], MARKER, "running")
+        client.upsert_comment(issue["number"], MARKER, "completed")
+        comments = list(fake.repo(REPO).comments.values())
+        assert [(c["user"]["login"], c["body"]) for c in comments] == [
+            ("mallory", planted),
+            (imm_login, f"{MARKER}\ncompleted"),
+        ]

@@ -168,6 +168,7 @@ class GitHubClient:
         self._graphql_url = graphql_url or github.requester.graphql_url
         self._repository_name = repository
         self._repository: Repository | None = None
+        self._login: str | None = None  # who the token acts as, once asked ("" for an app)
         self.budget = budget or RetryBudget()
 
     def _repo(self) -> Repository:
@@ -234,13 +235,32 @@ class GitHubClient:
         def upsert() -> IssueComment:
             issue = self._repo().get_issue(issue_number)
             for comment in issue.get_comments():
-                if marker in (comment.body or ""):
+                if marker in (comment.body or "") and self._wrote(comment):
                     if comment.body != text:
                         comment.edit(text)
                     return comment
             return issue.create_comment(text)
 
         return self.call(f"update the status comment on #{issue_number}", upsert)
+
+    def _wrote(self, comment: IssueComment) -> bool:
+        """Whether our token wrote `comment`: anyone may paste our marker into a comment of
+        theirs, and that must not become the status comment. An installation token (the
+        workflow's GITHUB_TOKEN, an app's) writes as a bot; a person's token as that person,
+        asked of `GET /user` only when a person's comment carries the marker."""
+        author = comment.user
+        if author is None:
+            return False
+        if author.type == "Bot":
+            return True
+        if self._login is None:
+            try:
+                self._login = self._github.get_user().login
+            except GithubException as error:
+                if error.status not in (401, 403, 404):
+                    raise
+                self._login = ""  # an installation token: no person wrote our comments
+        return bool(self._login) and author.login == self._login
 
     def react(self, issue_number: int, comment_id: int, content: str) -> None:
         def reaction() -> None:
