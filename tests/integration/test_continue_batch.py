@@ -4,12 +4,17 @@ one merge-tree commit, and the rest is planned from the committed files."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import current, file_check, make_project
+from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.integrate.continuation import Stopped
+from imm_action.passes.driver import reconcile
+from tests.batch_helpers import current, file_check, make_project, open_local, run_pass
 from tests.conftest import git, intent, run_cli
 from tests.integration.test_local_run import EXECUTOR
 
@@ -166,3 +171,25 @@ def test_a_batch_branch_equal_to_the_base_head_is_not_foreign(
     git(repo, "branch", "imm/init")
     code, _, err = run(capsys, repo)
     assert code == 0, err
+
+
+def test_a_batch_whose_plan_changed_while_lanes_were_in_flight_is_continued(
+    tmp_path: Path,
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)  # a and b admitted
+    path = repo / "docs/plans/b.intent.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "revision": 2, "goal": "Do b, fixed"}, indent=2) + "\n")
+    git(repo, "commit", "-qam", "fix b's intent")
+    assert run_pass(repo).stored.state.batch_state == "needs_human"  # batch_plan_changed
+    batch_repo = open_local(repo)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True, stopped=Stopped.CONTINUE)
+    request = dataclasses.replace(request, new_batch_id="batch-init-continued")
+    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"])
+    state = reconcile(request, ports).stored.state  # what `imm run init` does
+    assert state.batch_id == "batch-init-continued"
+    assert {c.task_id: str(c.state) for c in state.children} == {
+        "a": "lane_admitted",
+        "b": "lane_admitted",
+    }

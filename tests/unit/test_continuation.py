@@ -77,6 +77,15 @@ def test_a_running_batch_is_never_continued() -> None:
     assert decide_stopped(Stopped.CONTINUE, _facts(_initial({"a": []}))) is None
 
 
+def test_a_batch_whose_plan_changed_continues_though_lanes_are_still_in_flight() -> None:
+    state = _initial({"a": [], "b": []})
+    state = t.admit(state, "a", state.base_head, "imm-lane/init/a", _runner())
+    state = state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN})  # plan changed
+    changed = "sha256:" + "7" * 64
+    assert isinstance(decide_stopped(Stopped.CONTINUE, _facts(state, digest=changed)), Continue)
+    assert decide_stopped(Stopped.CONTINUE, _facts(state)) is None  # same plan: lanes run on
+
+
 def test_fresh_archives_under_the_latest_batch_and_supersedes_a_live_one() -> None:
     state = _stopped()
     decided = decide_stopped(Stopped.FRESH, _facts(state))

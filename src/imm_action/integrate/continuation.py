@@ -95,7 +95,14 @@ def decide_stopped(stopped: Stopped, facts: StoppedFacts) -> StoppedDecision:
             archive_as=latest.batch_id if latest and facts.branch_head else None,
             supersede=live.batch_id if live else None,
         )
-    if latest is None or not has_stopped(latest) or stopped is Stopped.RESUME:
+    if latest is None or stopped is Stopped.RESUME:
+        return None
+    # A batch whose plan changed stops where it is: its lanes still in flight work to the old
+    # plan, and no pass of it goes on (decide_batch), so waiting for them would wait forever.
+    replanned = (
+        latest.batch_state is BatchState.NEEDS_HUMAN and latest.plan_digest != facts.plan_digest
+    )
+    if not (has_stopped(latest) or replanned):
         return None
     if stopped is Stopped.CONTINUE_IF_PLAN_CHANGED and latest.plan_digest == facts.plan_digest:
         return None
