@@ -50,6 +50,10 @@ case "$command" in
     if [ "$command" = admit ] && [ -z "${IMM_BATCH_ID:-}" ]; then args+=(--continue-stopped); fi
     if [ -n "${IMM_BATCH_ID:-}" ]; then args+=(--batch-id "$IMM_BATCH_ID"); fi
     if [ -n "${IMM_MAX_PARALLEL:-}" ]; then args+=(--max-parallel "$IMM_MAX_PARALLEL"); fi
+    # The integrate job imports this run's lane bundles first (lane jobs push nothing).
+    if [ "$command" = reconcile ] && [ -n "${IMM_LANE_BUNDLES:-}" ]; then
+      args+=(--lane-bundles "$IMM_LANE_BUNDLES")
+    fi
     exec "$imm" "${args[@]}"
     ;;
   lane-fetch)
@@ -68,7 +72,14 @@ case "$command" in
     echo "::endgroup::"
     exit "$status"
     ;;
+  lane-bundle)
+    # No token here either: the bundle goes up as an artifact; the integrate job imports it.
+    unset GITHUB_TOKEN IMM_TOKEN ACTIONS_RUNTIME_TOKEN ACTIONS_ID_TOKEN_REQUEST_TOKEN
+    exec "$imm" lane "${lane_args[@]}" --phase bundle \
+      --bundle "${RUNNER_TEMP:?}/imm-lane-bundle/${IMM_TASK_ID:-lane}.bundle"
+    ;;
   lane-publish)
+    # Not used by the shipped workflow any more (ADR 0025); kept for workflows that call it.
     with_token
     exec "$imm" lane "${lane_args[@]}" --phase publish
     ;;

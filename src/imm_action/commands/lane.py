@@ -1,4 +1,4 @@
-"""`imm lane --batch-id ID --task TASK`: run one admitted lane and publish its outcome."""
+"""`imm lane --batch-id ID --task TASK`: run one admitted lane; publish or bundle its outcome."""
 
 from __future__ import annotations
 
@@ -9,14 +9,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from imm_action.actions.runtime import ActionsFiles, append_summary
+from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
 from imm_action.actions.summary import lane_summary
 from imm_action.batches.repo import BatchRepo, open_batch_repo
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
-from imm_action.lanes.handoff import DeferredRefStore, handoff_path, publish_handoff
+from imm_action.lanes.handoff import (
+    DeferredRefStore,
+    check_lane_refs,
+    handoff_path,
+    publish_handoff,
+    read_handoff,
+    write_lane_bundle,
+)
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
@@ -33,11 +40,13 @@ class LaneArgs:
     executor: str | None
     log: Path | None
     environment: Mapping[str, str]
-    # "all" does everything in this process; on GitHub the lane job runs "fetch" (token), "work"
-    # (the executor; no token in the step) and "publish" (token) as separate steps.
+    # "all" does everything in this process; on GitHub the lane job runs "fetch" (read token),
+    # "work" (the executor; no token) and "bundle" (no token: the hand-off as a git bundle the
+    # integrate job imports) as separate steps. "publish" pushes the hand-off (manual use).
     phase: str = "all"
     lane_setup: str | None = None
     actions: ActionsFiles | None = None
+    bundle: Path | None = None  # --phase bundle: where to write it
 
 
 def run(args: LaneArgs, ports: Ports) -> int:
@@ -57,12 +66,39 @@ def run(args: LaneArgs, ports: Ports) -> int:
     if args.phase == "work":
         handoff.unlink(missing_ok=True)
         return _work(args, io, batch_repo, DeferredRefStore(batch_repo.refs, handoff))
+    if args.phase == "bundle":
+        return _bundle(args, io, batch_repo, handoff)
     state, _ = _admitted_lane(args, batch_repo.refs)
     commit = publish_handoff(
         batch_repo.refs, handoff, state.initiative_slug, args.batch_id, args.task_id
     )
     io.warn(f"imm lane {args.task_id}: published outcome {commit}")
     return EXIT_OK
+
+
+def _bundle(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, handoff: Path) -> int:
+    """The hand-off's refs as a git bundle (no token needed: the integrate job imports it,
+    holding it to the same rules as publish). Outputs `artifact` (its name) and `bundle`."""
+    if args.bundle is None:
+        raise UsageError("--phase bundle needs --bundle FILE")
+    state, lane = _admitted_lane(args, batch_repo.refs)
+    child = next(c for c in state.children if c.task_id == args.task_id)
+    slug = state.initiative_slug
+    updates = read_handoff(handoff, slug, args.batch_id, args.task_id)
+    moves = {u.ref: u.new for u in updates}
+    check_lane_refs(batch_repo.repo, moves, slug, args.batch_id, args.task_id)
+    write_lane_bundle(batch_repo.repo, updates, args.bundle, exclude=[lane.base_head])
+    name = lane_artifact_name(args.batch_id, args.task_id, child.attempts)
+    if args.actions is not None:
+        write_outputs(args.actions, {"artifact": name, "bundle": str(args.bundle)})
+    io.warn(f"imm lane {args.task_id}: bundled its outcome in {args.bundle} ({name})")
+    return EXIT_OK
+
+
+def lane_artifact_name(batch_id: str, task_id: str, attempt: int) -> str:
+    """The artifact a lane job uploads its bundle as; the integrate job downloads
+    `imm-lane-<batch id>-*` (the name is only a convenience: the bundle's refs are checked)."""
+    return f"imm-lane-{batch_id}-{task_id}-{attempt}"
 
 
 def _git_dir(batch_repo: BatchRepo) -> Path:

@@ -10,11 +10,14 @@ from imm_action.actions.runtime import ActionsFiles, append_summary, pass_output
 from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
-from imm_action.errors import ImmError
+from imm_action.console import CommandIO
+from imm_action.errors import ImmError, UsageError
+from imm_action.git.refs import RemoteRefStore
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.continuation import Stopped
-from imm_action.integrate.store import StoredBatch
+from imm_action.integrate.store import StateStore, StoredBatch
+from imm_action.lanes.bundles import describe, import_lane_bundles, summary_of
 from imm_action.lanes.github import GitHubRun
 from imm_action.model.refs import heads
 from imm_action.passes.driver import reconcile
@@ -37,6 +40,8 @@ class ReconcileArgs:
     # The initiative as the command line named it ("#123" or the slug): the next round is
     # dispatched with the same words, so it queues in this round's concurrency group.
     given_as: str | None = None
+    # The integrate job on GitHub: lane jobs' bundles (downloaded artifacts) to import first.
+    lane_bundles: Path | None = None
 
 
 DEFAULT_TOKEN_NOTE = (
@@ -71,6 +76,8 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     if args.max_parallel is not None:
         config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
         batch_repo = replace(batch_repo, config=config)
+    if args.lane_bundles is not None:
+        _import_bundles(args, args.lane_bundles, io, batch_repo)
     stopped = Stopped.CONTINUE if args.continue_stopped else Stopped.RESUME
     request = pass_request(
         batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit, stopped=stopped
@@ -95,6 +102,29 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         append_summary(args.actions, pass_summary(stored.report, stored.state, url))
     print_report(stored, args.format, io, batch_repo.root)
     return exit_code_for(stored.state.batch_state)
+
+
+def _import_bundles(
+    args: ReconcileArgs, directory: Path, io: CommandIO, batch_repo: BatchRepo
+) -> None:
+    """Lane jobs' bundles into the remote, as untrusted input (ADR 0025), before the pass."""
+    remote = batch_repo.refs
+    if not isinstance(remote, RemoteRefStore):
+        raise UsageError("--lane-bundles needs --remote (the lanes' refs go to the remote)")
+    remote.refresh()
+    store = StateStore(remote)
+    stored = store.load(args.batch_id) if args.batch_id else None
+    if stored is None and args.batch_id is None:
+        batches = store.batches_of(args.slug)
+        stored = batches[-1] if batches else None
+    if stored is None:
+        io.warn(f"imm: no batch to import the lane bundles in {directory} for")
+        return
+    notes = import_lane_bundles(remote, directory, stored.state)
+    for note in notes:
+        io.warn(f"imm: {describe(note)}")
+    if args.actions is not None and notes:
+        append_summary(args.actions, summary_of(notes))
 
 
 def _report(

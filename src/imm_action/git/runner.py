@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from imm_action.git.errors import (
     GitAuthFailure,
@@ -178,6 +179,25 @@ class GitRunner:
         if done.returncode != 0:
             raise classify(args, done.returncode, _text(done.stderr))
         return done.stdout
+
+    def run_reading(self, args: Sequence[str], source: BinaryIO) -> GitResult:
+        """`git <args>` reading its input from an open file, from where it stands (e.g. the
+        pack inside a bundle, for `index-pack --stdin`)."""
+        try:
+            done = subprocess.run(
+                ["git", *_SAFE_CONFIG, *args],
+                cwd=self.repo,
+                stdin=source,
+                capture_output=True,
+                env=self._environment(None),
+                timeout=self._timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as expired:
+            raise GitFatal(args, None, _text(expired.stderr)) from None
+        if done.returncode != 0:
+            raise classify(args, done.returncode, _text(done.stderr))
+        return GitResult(done.returncode, _text(done.stdout), _text(done.stderr))
 
     def spawn(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """A long-lived git process talking over pipes (e.g. `cat-file --batch`)."""

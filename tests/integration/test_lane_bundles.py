@@ -1,0 +1,157 @@
+"""A lane job's outcome as a git bundle (`imm lane --phase bundle`, no token), imported by the
+integrator (`imm reconcile --lane-bundles DIR`) as untrusted input: only an admitted lane's own
+outcome ref and lane branch, checked like a publish, are pushed; a forged bundle moves nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from imm_action.lanes.handoff import handoff_path
+from imm_action.model.refs import lane_outcome_ref
+from tests.batch_helpers import make_project, run_pass
+from tests.conftest import git, run_cli
+
+EXECUTOR = f"{sys.executable} {Path(__file__).resolve().parents[1] / 'lane_executor.py'}"
+BRANCH_A = "refs/heads/imm-lane/init/a"
+
+
+class LaneJob:
+    """A remote with admitted lanes `a` and `b`, the integrator's clone (`project`) and a lane
+    job's fresh clone (`job`) that has run lane `a`'s fetch and work steps."""
+
+    def __init__(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+        self.project = make_project(tmp_path / "project", {"a": [], "b": []})
+        self.remote = tmp_path / "remote.git"
+        git(tmp_path, "clone", "-q", "--bare", str(self.project), str(self.remote))
+        git(self.project, "remote", "add", "origin", str(self.remote))
+        self.batch = run_pass(self.project, remote="origin").stored.state.batch_id
+        self.job = tmp_path / "job"
+        git(tmp_path, "clone", "-q", str(self.remote), str(self.job))
+        self.bundles = tmp_path / "bundles"
+        for phase in ("fetch", "work"):
+            assert self.lane(phase) == 0
+
+    def lane(self, phase: str, *extra: str) -> int:
+        argv = ["lane", "--repo", str(self.job), "--remote", "origin", "--batch-id", self.batch]
+        log = str(self.job.parent / "lane.log")
+        code, _, _ = run_cli(
+            self.capsys, *argv, "--task", "a", "--executor", EXECUTOR, "--phase", phase,
+            "--log", log, *extra,
+        )  # fmt: skip
+        return code
+
+    def handed_off(self) -> dict[str, str]:
+        git_dir = Path(git(self.job, "rev-parse", "--absolute-git-dir").strip())
+        data = json.loads(handoff_path(git_dir, self.batch, "a").read_text())
+        return {item["ref"]: item["new"] for item in data}
+
+    def forge(self, name: str, refs: dict[str, str]) -> None:
+        """A bundle of `refs` (name → commit), made as a hostile executor could."""
+        base = git(self.job, "rev-parse", "HEAD").strip()
+        for ref, oid in refs.items():
+            git(self.job, "update-ref", ref, oid)
+        target = self.bundles / name / "lane.bundle"
+        target.parent.mkdir(parents=True)
+        git(self.job, "bundle", "create", "-q", str(target), *refs, f"^{base}")
+        assert sorted(git(self.job, "bundle", "list-heads", str(target)).split()[1::2]) == sorted(
+            refs
+        )
+
+    def new_commit(self) -> str:
+        """A commit no lane made, on the lane base."""
+        tree = git(self.job, "rev-parse", "HEAD^{tree}").strip()
+        return git(self.job, "commit-tree", tree, "-p", "HEAD", "-m", "not the lane's").strip()
+
+    def reconcile(self) -> str:
+        code, _, err = run_cli(
+            self.capsys, "reconcile", "init", "--repo", str(self.project), "--remote", "origin",
+            "--batch-id", self.batch, "--lane-bundles", str(self.bundles),
+        )  # fmt: skip
+        assert code == 0, err
+        return err
+
+    def remote_refs(self) -> str:
+        return git(self.remote, "for-each-ref", "--format=%(objectname) %(refname)")
+
+
+@pytest.fixture
+def lane_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> LaneJob:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps({"a": "ok"}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        return LaneJob(tmp_path, capsys)
+
+
+def test_a_bundled_outcome_reaches_the_remote_only_through_the_integrator_and_lands(
+    lane_job: LaneJob,
+) -> None:
+    bundle = lane_job.bundles / "imm-lane-a" / "a.bundle"
+    assert lane_job.lane("bundle", "--bundle", str(bundle)) == 0
+    outcome_ref = lane_outcome_ref(lane_job.batch, "a")
+    assert outcome_ref not in lane_job.remote_refs()
+    heads = git(lane_job.job, "bundle", "list-heads", str(bundle)).split()
+    assert sorted(heads[1::2]) == sorted(lane_job.handed_off()) == sorted([outcome_ref, BRANCH_A])
+    err = lane_job.reconcile()
+    assert "(a): imported: its outcome of attempt 0 (settled) is pushed" in err
+    log = git(lane_job.remote, "log", "--format=%s", "refs/heads/imm/init")
+    assert "imm(a)" in log
+
+
+def test_the_bundle_phase_refuses_without_a_hand_off(
+    tmp_path: Path, lane_job: LaneJob, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git_dir = Path(git(lane_job.job, "rev-parse", "--absolute-git-dir").strip())
+    handoff_path(git_dir, lane_job.batch, "a").unlink()
+    bundle = tmp_path / "none.bundle"
+    assert lane_job.lane("bundle", "--bundle", str(bundle)) == 2
+    assert not bundle.exists()
+
+
+def test_a_bundle_carrying_another_tasks_outcome_is_ignored(lane_job: LaneJob) -> None:
+    outcome = lane_job.handed_off()[lane_outcome_ref(lane_job.batch, "a")]
+    before = lane_job.remote_refs()
+    lane_job.forge("imm-lane-b", {lane_outcome_ref(lane_job.batch, "b"): outcome})
+    err = lane_job.reconcile()
+    assert "ignored: lane b: the hand-off's outcome is not this lane's" in err
+    assert lane_outcome_ref(lane_job.batch, "b") not in lane_job.remote_refs()
+    assert lane_outcome_ref(lane_job.batch, "b") not in before
+
+
+def test_a_bundle_whose_lane_branch_is_not_the_outcomes_lane_commit_is_ignored(
+    lane_job: LaneJob,
+) -> None:
+    moves = lane_job.handed_off()
+    outcome_ref = lane_outcome_ref(lane_job.batch, "a")
+    elsewhere = lane_job.new_commit()
+    lane_job.forge("imm-lane-a", {outcome_ref: moves[outcome_ref], BRANCH_A: elsewhere})
+    err = lane_job.reconcile()
+    assert "ignored: lane a: the hand-off moves the lane branch elsewhere" in err
+    refs = lane_job.remote_refs()
+    assert outcome_ref not in refs
+    assert BRANCH_A not in refs
+
+
+def test_a_bundle_with_a_ref_beyond_the_lanes_two_moves_nothing(lane_job: LaneJob) -> None:
+    moves = lane_job.handed_off()
+    main_before = git(lane_job.remote, "rev-parse", "refs/heads/main")
+    lane_job.forge("imm-lane-a", {**moves, "refs/heads/main": lane_job.new_commit()})
+    err = lane_job.reconcile()
+    assert "ignored: lane a: names a ref it may not move: refs/heads/main" in err
+    assert git(lane_job.remote, "rev-parse", "refs/heads/main") == main_before
+    assert lane_outcome_ref(lane_job.batch, "a") not in lane_job.remote_refs()
+
+
+def test_a_file_that_is_not_a_bundle_is_ignored_and_the_pass_still_runs(
+    lane_job: LaneJob,
+) -> None:
+    junk = lane_job.bundles / "imm-lane-x" / "lane.bundle"
+    junk.parent.mkdir(parents=True)
+    junk.write_text("# v2 git bundle\nnot really\n")
+    err = lane_job.reconcile()
+    assert "(no task): ignored: not a git bundle (no pack after its header)" in err
