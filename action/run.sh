@@ -79,7 +79,7 @@ case "$command" in
       --bundle "${RUNNER_TEMP:?}/imm-lane-bundle/${IMM_TASK_ID:-lane}.bundle"
     ;;
   lane-publish)
-    # Not used by the shipped workflow any more (ADR 0025); kept for workflows that call it.
+    # Not used by the shipped workflow any more (ADR 0026); kept for workflows that call it.
     with_token
     exec "$imm" lane "${lane_args[@]}" --phase publish
     ;;

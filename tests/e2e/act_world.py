@@ -66,7 +66,7 @@ if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
     (spy / f"killed.{task}").write_text("once")
     os.kill(lane_process(), signal.SIGKILL)  # the lane job dies: no outcome is published
     sys.exit(9)
-if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0025)
+if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0026)
     checkout = next(p.parent for p in pathlib.Path.cwd().parents if p.name == ".git")
     evil = os.environ["IMM_E2E_EVIL"]
     with (checkout / ".git" / "config").open("a") as config:  # longer than the runner's rule

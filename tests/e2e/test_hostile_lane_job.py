@@ -1,4 +1,4 @@
-"""An executor going for the steps of its lane job that run after it (ADR 0025), end to end with
+"""An executor going for the steps of its lane job that run after it (ADR 0026), end to end with
 act: it points the checkout's git at another host and writes its step's GITHUB_ENV and
 GITHUB_PATH (a fake git). No step after it holds a token, so nothing it does can push with one:
 the other host never sees the token, and the batch lands only the lanes' own changes."""
@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -17,7 +18,7 @@ from tests.e2e.act_world import TOKEN, ActWorld
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    seen: list[dict[str, str]] = []
+    seen: ClassVar[list[dict[str, str]]] = []
 
     def _record(self) -> None:
         self.seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
@@ -25,7 +26,11 @@ class _Recorder(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_GET = do_POST = _record
+    def do_GET(self) -> None:
+        self._record()
+
+    def do_POST(self) -> None:
+        self._record()
 
     def log_message(self, format: str, *args: object) -> None:
         return None

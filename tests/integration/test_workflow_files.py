@@ -107,7 +107,8 @@ def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
         given = {**step.get("env", {}), **step.get("with", {})}
         assert not [k for k, v in given.items() if "token" in f"{k}{v}".lower()], step["name"]
     bundle, upload = after[1], after[2]
-    assert bundle["if"].startswith("always()") and upload["if"].startswith("always()")
+    assert bundle["if"].startswith("always()")
+    assert upload["if"].startswith("always()")
     assert upload["uses"] == "actions/upload-artifact@v7"
     assert upload["with"]["name"] == "${{ steps.bundle.outputs.artifact }}"
 

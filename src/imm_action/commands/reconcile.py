@@ -107,7 +107,7 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
 def _import_bundles(
     args: ReconcileArgs, directory: Path, io: CommandIO, batch_repo: BatchRepo
 ) -> None:
-    """Lane jobs' bundles into the remote, as untrusted input (ADR 0025), before the pass."""
+    """Lane jobs' bundles into the remote, as untrusted input (ADR 0026), before the pass."""
     remote = batch_repo.refs
     if not isinstance(remote, RemoteRefStore):
         raise UsageError("--lane-bundles needs --remote (the lanes' refs go to the remote)")

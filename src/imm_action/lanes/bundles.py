@@ -1,4 +1,4 @@
-"""The integrate job's side of a lane job's bundle (ADR 0025): lane jobs hold no token that can
+"""The integrate job's side of a lane job's bundle (ADR 0026): lane jobs hold no token that can
 write, so each uploads its outcome ref and lane branch as a git bundle, and the integrate job
 imports them here before its pass.
 

@@ -1,6 +1,6 @@
 """A lane job in steps, so no step after the executor's holds a token that can write (SPEC §7):
 fetch (read token) → work (no token; the outcome's ref moves are written down) → bundle (no
-token: a git bundle of those refs, which the integrate job imports, ADR 0025). `publish` (push
+token: a git bundle of those refs, which the integrate job imports, ADR 0026). `publish` (push
 the hand-off with a token) is kept for manual use; the shipped workflow no longer runs it.
 
 The hand-off file lies where the executor could have written it, so publish and bundle trust
