@@ -155,3 +155,21 @@ def test_a_file_that_is_not_a_bundle_is_ignored_and_the_pass_still_runs(
     junk.write_text("# v2 git bundle\nnot really\n")
     err = lane_job.reconcile()
     assert "(no task): ignored: not a git bundle (no pack after its header)" in err
+
+
+def test_an_ignored_bundle_is_listed_in_the_job_summary(
+    lane_job: LaneJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    moves = lane_job.handed_off()
+    lane_job.forge("imm-lane-`b`", {**moves, "refs/heads/main": lane_job.new_commit()})
+    lane_job.reconcile()
+    text = summary.read_text()
+    assert "### Lane bundles" in text
+    assert (
+        "- `a` `imm-lane-'b'/lane.bundle`: **ignored**: lane a: names a ref it may not move: "
+        "refs/heads/main" in text
+    )
