@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -124,3 +125,14 @@ def test_a_child_touching_a_barrier_file_runs_alone() -> None:
     assert startable(children, limits) == ["a", "b"]
     alone = [_pending("lock", ("pyproject.toml",)), _pending("a", ("src/a",))]
     assert startable(alone, limits) == ["lock"]
+
+
+def test_a_lane_waiting_for_the_integrator_frees_its_slot_but_keeps_its_scope() -> None:
+    waiting = CandidateChild(
+        "w", (), ("src/w",), pending=False, in_flight=True, done=False, holds_lane=False
+    )
+    children = [waiting, _pending("x", ("src/w/x",)), _pending("y", ("y",)), _pending("z", ("z",))]
+    # one slot: the waiting lane holds none of it; x overlaps its scope, y starts
+    assert startable(children, AdmissionLimits(max_parallel=1)) == ["y"]
+    at_work = replace(waiting, holds_lane=True)
+    assert startable([at_work, *children[1:]], AdmissionLimits(max_parallel=1)) == []

@@ -261,9 +261,15 @@ def _orphan_of(state: BatchRunState, commit: CommitFact, facts: HeadFacts) -> st
     return None
 
 
+# Children whose lane is at work: each holds one of `max_parallel` lane slots. A lane that
+# ended with a commit frees its slot at once (its scope stays taken until it is integrated), so
+# admission never waits for the integrator.
+LANE_AT_WORK = frozenset({ChildState.LANE_ADMITTED, ChildState.SETTLED})
+
+
 def waiting_lanes(state: BatchRunState) -> list[BatchChild]:
     """Children whose lane has not yet given a lane commit."""
-    return [c for c in state.children if c.state in (ChildState.LANE_ADMITTED, ChildState.SETTLED)]
+    return [c for c in state.children if c.state in LANE_AT_WORK]
 
 
 def decide_lanes(
@@ -442,6 +448,7 @@ def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]
             pending=c.state is ChildState.PENDING,
             in_flight=c.state.in_flight,
             done=c.state.done,
+            holds_lane=c.state in LANE_AT_WORK,
         )
         for c in state.children
     ]

@@ -91,6 +91,9 @@ class CandidateChild:
     pending: bool
     in_flight: bool
     done: bool
+    # Whether it holds a lane slot (a lane at work). A child whose lane ended and whose commit
+    # waits for the integrator keeps its scope but frees its slot; unset: as `in_flight`.
+    holds_lane: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
     for position, child in enumerate(children):
         if child.in_flight:
             occupied.add(position, _schedule_prefixes(child, limits.barrier_globs))
-            slots += 1
+            slots += 1 if (child.in_flight if child.holds_lane is None else child.holds_lane) else 0
     chosen: list[str] = []
     for position, child in enumerate(children):
         if slots >= limits.max_parallel or len(chosen) >= limits.admissions_left:
