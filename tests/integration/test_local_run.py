@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import current, make_project
+from imm_action.integrate.store import StateStore
+from tests.batch_helpers import current, make_project, open_local
 from tests.conftest import git, run_cli
 
 EXECUTOR = shlex.join(
@@ -242,3 +243,22 @@ def test_ctrl_c_before_the_first_pass_ends_exits_130_with_the_command_to_start_a
     assert "imm run: interrupted before the first pass ended; start it again with: " in err
     assert "imm run init" in err
     assert git(repo, "for-each-ref", "refs/imm/").strip() == ""
+
+
+def test_a_freed_lane_slot_is_filled_while_the_candidate_before_it_waits_for_its_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], behave
+) -> None:
+    # One lane slot. When a's lane ends, b is admitted in the same pass, before a's candidate
+    # is verified and lands: the audit log holds a state with a waiting for the integrator and
+    # b's lane at work. (Before, the pass that saw a's lane end verified and landed a first.)
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    code, _, err = imm_run(capsys, repo, "--max-parallel", "1")
+    assert code == 0, err
+    batch = current(repo)
+    states = [
+        {c.task_id: str(c.state) for c in stored.state.children}
+        for stored in StateStore(open_local(repo).refs).history(batch.state.batch_id)
+    ]
+    assert {"a": "lane_committed", "b": "lane_admitted"} in states
+    assert all(list(s.values()).count("lane_admitted") <= 1 for s in states)  # one slot
+    assert batch.state.batch_state == "completed"

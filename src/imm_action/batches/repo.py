@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +16,7 @@ from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.continuation import Stopped
-from imm_action.integrate.store import StateStore
+from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.local import LocalLanes
 from imm_action.lanes.runners import LaneRunners
 from imm_action.masking import NO_MASK, Masker
@@ -25,6 +25,7 @@ from imm_action.model.config import RepoConfig
 from imm_action.model.plan import BatchPlan
 from imm_action.model.state import BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
+from imm_action.passes.observe import CandidateMemo
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
 
@@ -93,8 +94,9 @@ def pass_request(
     batch_repo.refs.refresh()
     store = StateStore(batch_repo.refs)
     base_ref, base_head = base_of(batch_repo)
-    before = integrated_before(store, slug)
-    issue = recorded_issue(store, slug)
+    batches = store.batches_of(slug)  # one listing of the batch refs for both
+    before = integrated_before(store, slug, batches)
+    issue = recorded_issue(store, slug, batches)
     key = (slug, base_head, issue, tuple(sorted(before.items())))
     known = plans.get(key) if plans is not None else None
     if known is None:
@@ -133,18 +135,22 @@ PlanKey = tuple[str, str, int | None, tuple[tuple[str, str], ...]]
 PlanMemo = dict[PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]]]]
 
 
-def recorded_issue(store: StateStore, slug: str) -> int | None:
+def recorded_issue(
+    store: StateStore, slug: str, batches: Sequence[StoredBatch] | None = None
+) -> int | None:
     """The issue the newest batch of `slug` recorded as carrying it: read by number, not
-    looked for again."""
-    batches = store.batches_of(slug)
+    looked for again. `batches`: the slug's batches, when read already."""
+    batches = store.batches_of(slug) if batches is None else batches
     return batches[-1].state.carrier.issue if batches else None
 
 
-def integrated_before(store: StateStore, slug: str) -> dict[str, str]:
+def integrated_before(
+    store: StateStore, slug: str, batches: Sequence[StoredBatch] | None = None
+) -> dict[str, str]:
     """Tasks integrated by completed batches of `slug` (task id -> batch id): a new batch
     classifies them `already_settled` instead of doing them again."""
     integrated: dict[str, str] = {}
-    for batch in store.batches_of(slug):
+    for batch in store.batches_of(slug) if batches is None else batches:
         if batch.state.batch_state is BatchState.COMPLETED:
             integrated.update(
                 (c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done
@@ -159,6 +165,7 @@ def pass_ports(
     path_env: str,
     lanes: LaneRunners | None = None,
     mask: Masker = NO_MASK,
+    candidates: CandidateMemo | None = None,
 ) -> PassPorts:
     def verifier(cache: ResultCache) -> Verifier:
         # check output may quote what an executor wrote into the tree: secrets masked
@@ -171,4 +178,5 @@ def pass_ports(
         verifier=verifier,
         clock=now,
         log=log,
+        candidates=candidates,
     )

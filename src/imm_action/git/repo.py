@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -89,6 +90,9 @@ def _person(value: str) -> tuple[str, str, str]:
     return name, email, date
 
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_ANCESTRY_LIMIT = 100_000
+
 ChangeIdentity = Mapping[str, str]  # path -> "<mode> <blob>" of the new side ("000000 000…" = gone)
 
 
@@ -143,6 +147,8 @@ class GitRepo:
         self._objects_dir: Path | Literal[False] | None = None
         self._git_dir: Path | None = None
         self._common_dir: Path | None = None
+        # (ancestor, descendant) -> answer, for object ids only: commits never change
+        self._ancestry: dict[tuple[str, str], bool] = {}
 
     def close(self) -> None:
         self._objects.close()
@@ -226,10 +232,26 @@ class GitRepo:
         )
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        key = (ancestor, descendant)
+        known = self._ancestry.get(key)
+        if known is not None:
+            return known
         result = self.git.run(
             ["merge-base", "--is-ancestor", ancestor, descendant], ok_codes=(0, 1)
         )
-        return result.exit_code == 0
+        answer = result.exit_code == 0
+        if _OBJECT_ID.fullmatch(ancestor) and _OBJECT_ID.fullmatch(descendant):
+            if len(self._ancestry) >= _ANCESTRY_LIMIT:
+                self._ancestry.clear()
+            self._ancestry[key] = answer
+        return answer
+
+    def commit_if_present(self, oid: str) -> CommitInfo | None:
+        """The commit `oid` names, or None when there is none (or it is no commit)."""
+        try:
+            return self.commit(oid)
+        except GitFatal:
+            return None
 
     def descends_linearly(self, head: str, ancestor: str, avoid: str, limit: int = 256) -> bool:
         """Whether `head` reaches `ancestor` through single-parent commits, none of them `avoid`.

@@ -147,6 +147,12 @@ class StateStore:
         )
         return PreparedState(StoredBatch(state, report, cache, commit), update), snapshot
 
+    def history(self, batch_id: str) -> list[StoredBatch]:
+        """Every state the batch was in, oldest first: its audit log (SPEC §5.5)."""
+        ref = batch_state_ref(batch_id)
+        listing = self.refs.repo.git.run(["rev-list", "--first-parent", ref], ok_codes=(0, 128))
+        return [self._load_commit(batch_id, commit) for commit in listing.stdout.split()[::-1]]
+
     def landed_outcomes(self, batch_id: str) -> dict[str, str]:
         """Task id -> the outcome commit its landing kept in the state chain."""
         ref = batch_state_ref(batch_id)

@@ -1,7 +1,9 @@
 """`imm run`: list scheduling on one machine. Every time a lane ends, a reconcile pass runs at
-once, integrates what is ready and admits what became startable; lanes are `imm lane`
-processes, each in its own git worktree, so the user's checkout is never touched. How a lane
-process is started is handed in (`LaneLauncher`): the coordinator knows no command."""
+once, lands what is verified and admits what became startable; lanes are `imm lane`
+processes, each in its own git worktree, so the user's checkout is never touched. The passes
+run no check: candidates are verified in a background worker (`local/verifying.py`) while
+lanes go on, and the pass after it lands them (ADR 0026). How a lane process is started is
+handed in (`LaneLauncher`): the coordinator knows no command."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
+from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import masker_for
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
-from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.driver import PassRequest, PassResult, reconcile
+from imm_action.passes.observe import CandidateMemo
+from imm_action.verify.checks import ResultCache
 from imm_action.verify.trees import remove_pool
 
 POLL_S = 0.02
@@ -66,15 +71,37 @@ class Coordinator:
         remove_leftovers(lanes_root(common))
         self.lanes = LocalLanes(os.getpid(), launcher, log_dir, self._event)
         self.view = CoordinatorView(running=self.lanes.running)
+        self.results = ResultCache()  # check results of this run, kept between passes
+        settings = CheckSettings(
+            batch_repo.root,
+            options.environment.get("PATH", ""),
+            batch_repo.config.verify_parallel,
+            masker_for(options.environment),
+        )
+        self.candidates = CandidateMemo()  # candidates built, kept between passes
+        self.checks = BackgroundChecks(settings, self.results, self.candidates)
+        self.verify_here = False  # the worker failed: the next pass runs its checks itself
+        self.request: PassRequest | None = None
 
     def run(self) -> BatchRunState:
         """Drive the batch until nothing is in flight and nothing can start."""
+        try:
+            return self._run()
+        finally:
+            self.checks.stop()
+
+    def _run(self) -> BatchRunState:
         result = self._pass()
         passes = 1
         while True:
             self._start_admitted(result)
             state = result.stored.state
-            if state.batch_state.is_terminal or (not self.lanes.running and not result.admitted):
+            waiting = bool(result.unverified) and not state.batch_state.is_terminal
+            if waiting and result.head is not None and self.request is not None:
+                self.checks.start(state, result.head, self.request.scopes)
+            idle = not self.lanes.running and not result.admitted and not waiting
+            if state.batch_state.is_terminal or idle:
+                self.checks.stop()
                 self.lanes.stop_all()
                 remove_pool(self.batch_repo.repo)
                 self.batch_repo.repo.pack_loose_objects()
@@ -89,6 +116,7 @@ class Coordinator:
 
     def interrupt(self) -> None:
         """Ctrl-C: end the running lanes cleanly; the next `imm run` resumes the batch."""
+        self.checks.stop()
         self.lanes.stop_all()
 
     # -- passes and lanes ------------------------------------------------------------------
@@ -101,6 +129,9 @@ class Coordinator:
             stopped=Stopped.FRESH if self.options.fresh else Stopped.CONTINUE,
             plans=self.plans,  # planned once per run, again only when the base commit moves
         )
+        # checks run in the background worker, unless it failed (then here, as before)
+        request = replace(request, verify=self.verify_here)
+        self.verify_here = False
         if self.options.max_parallel is not None:
             plan = request.plan.model_copy(update={"max_parallel": self.options.max_parallel})
             request = replace(request, plan=plan)
@@ -110,8 +141,10 @@ class Coordinator:
             path_env=self.options.environment.get("PATH", ""),
             lanes=self.lanes,
             mask=masker_for(self.options.environment),
+            candidates=self.candidates,
         )
-        result = reconcile(request, ports)
+        self.request = request
+        result = reconcile(request, ports, self.results)
         self.state_commit = result.stored.commit
         self.options = replace(self.options, batch_id=result.stored.state.batch_id)
         self.view.state = result.stored.state
@@ -129,7 +162,8 @@ class Coordinator:
         )
 
     def _wait_for_a_lane(self) -> None:
-        """Until a lane ends, or someone else wrote the batch state (e.g. `imm cancel`)."""
+        """Until a lane ends, the background checks end, or someone else wrote the batch state
+        (e.g. `imm cancel`)."""
         next_look = time.monotonic() + STATE_POLL_S
         while True:
             ended = self.lanes.reap()
@@ -139,11 +173,15 @@ class Coordinator:
                         f"lane {lane.task_id} ended ({'ok' if code == 0 else f'exit {code}'})"
                     )
                 return
+            verified = self.checks.collect()
+            if verified is not None:
+                self.verify_here = not verified
+                return
             if time.monotonic() >= next_look:
                 if self._state_moved():
                     return
                 next_look = time.monotonic() + STATE_POLL_S
-            self.on_change(self.view)
+                self.on_change(self.view)  # the lanes' elapsed times, twice a second
             time.sleep(POLL_S)
 
     def _state_moved(self) -> bool:

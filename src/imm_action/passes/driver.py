@@ -52,7 +52,7 @@ from imm_action.model.state import (
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan
-from imm_action.passes.observe import observe_candidates, observe_pass
+from imm_action.passes.observe import CandidateMemo, observe_candidates, observe_pass
 from imm_action.verify.checks import ResultCache, Verifier
 
 MAX_LOST_RACES = 25
@@ -85,6 +85,10 @@ class PassRequest:
     # for `imm retry <task>` the one task a continuation runs again.
     stopped: Stopped = Stopped.RESUME
     retry: str | None = None
+    # False: the pass runs no check. A lane-committed child whose candidate's checks are not
+    # in the result cache yet waits as if its lane had not ended (`PassResult.unverified`);
+    # `imm run` verifies it in the background and lands it in a later pass, lanes going on.
+    verify: bool = True
 
 
 @dataclass
@@ -96,6 +100,7 @@ class PassPorts:
     log: Callable[[str], None] = field(default=lambda message: None)
     debug: Callable[[str], None] = _DEBUG.debug
     pause: Callable[[int], None] = jittered_pause
+    candidates: CandidateMemo | None = None  # candidates built earlier (`imm run` keeps them)
 
 
 @dataclass(frozen=True)
@@ -104,16 +109,22 @@ class PassResult:
     admitted: tuple[str, ...]
     integrated: tuple[str, ...]
     races_lost: int
+    head: str | None = None  # the batch branch as the pass left it
+    unverified: tuple[str, ...] = ()  # lane-committed children waiting for checks (`verify`)
 
 
 class GaveUpError(ImmError):
     """Too many lost races in a row: something else keeps moving the refs."""
 
 
-def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
+def reconcile(
+    request: PassRequest, ports: PassPorts, results: ResultCache | None = None
+) -> PassResult:
     """One pass, run again from scratch whenever another writer moved a ref first (a lost
-    CAS) or the refs looked half-moved (a decision to read them again)."""
-    results = ResultCache()  # survives lost races: a check already run is not run again
+    CAS) or the refs looked half-moved (a decision to read them again). `results`: check
+    results known already (`imm run` keeps them between passes)."""
+    # survives lost races: a check already run is not run again
+    results = ResultCache() if results is None else results
     for lost in range(MAX_LOST_RACES):
         ports.refs.refresh()
         try:
@@ -130,7 +141,9 @@ def reconcile(request: PassRequest, ports: PassPorts) -> PassResult:
             )
             ports.pause(lost)
             continue
-        return PassResult(done.stored, done.admitted, done.integrated, lost)
+        return PassResult(
+            done.stored, done.admitted, done.integrated, lost, done.head, done.unverified
+        )
     raise GaveUpError(f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}")
 
 
@@ -139,6 +152,8 @@ class _Done:
     stored: StoredBatch
     admitted: tuple[str, ...] = ()
     integrated: tuple[str, ...] = ()
+    head: str | None = None
+    unverified: tuple[str, ...] = ()
 
 
 class _Pass:
@@ -162,7 +177,8 @@ class _Pass:
             return loaded
         stored = loaded
         for entry in stored.cache.entries:
-            self.results.put(entry.tree, entry.descriptor_digest, entry.result)
+            if self.results.get(entry.tree, entry.descriptor_digest) is None:
+                self.results.put(entry.tree, entry.descriptor_digest, entry.result)
         state = stored.state if self.continued else self._mutated(stored.state)
         head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         facts = observe_pass(self.ports.refs, state, head, self.ports.lanes, self.reads)
@@ -172,7 +188,8 @@ class _Pass:
         for note in decision.notes:
             self.ports.log(note)
         if decision.settled or head is None:
-            return _Done(self.apply.persist(stored, decision.state, self._settled(decision)))
+            settled = self.apply.persist(stored, decision.state, self._settled(decision))
+            return _Done(settled, head=head)
         return self._go_on(stored, decision.state, head)
 
     def _mutated(self, state: BatchRunState) -> BatchRunState:
@@ -188,13 +205,13 @@ class _Pass:
         return verdict(decision.state, [])
 
     def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
-        stored, state, head, integrated = self._integrate(stored, state, head)
+        stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
         if self.request.admit:
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
-        return _Done(stored, admitted, integrated)
+        return _Done(stored, admitted, integrated, head, unverified)
 
     def _stale_lane_refs(self, state: BatchRunState, admitted: Sequence[str]) -> list[RefUpdate]:
         """A lane is admitted with no outcome and no lane branch: what an earlier attempt left
@@ -318,21 +335,31 @@ class _Pass:
     # -- step 5: integration ---------------------------------------------------------------------
     def _integrate(
         self, stored: StoredBatch, state: BatchRunState, head: str
-    ) -> tuple[StoredBatch, BatchRunState, str, tuple[str, ...]]:
+    ) -> tuple[StoredBatch, BatchRunState, str, tuple[str, ...], tuple[str, ...]]:
         integrated: list[str] = []
+        unverified: tuple[str, ...] = ()
         while ready := ready_to_integrate(state):
             verifier = self.ports.verifier(self.results)
             chain = observe_candidates(
-                self.repo, verifier, state, head, ready, scopes=self.request.scopes
-            )
-            lane_refs = self._lane_refs(state, ready)
+                self.repo, verifier, state, head, ready, scopes=self.request.scopes,
+                verify=self.request.verify, memo=self.ports.candidates,
+            )  # fmt: skip
+            built = {entry.task_id for entry in chain}
+            unverified = tuple(c.task_id for c in ready if c.task_id not in built)
             landing = decide_landings(head, chain)
+            if not landing.steps:
+                break
+            lane_refs = self._lane_refs(state, ready)
+            # One CAS for the whole round: the branch moves from the head to the last landed
+            # candidate, with the state recording every step. A writer killed while git commits
+            # the transaction leaves at most the branch ahead of the state, and the next pass
+            # adopts those integrations (SPEC §5.2 step 3), however many.
+            also: list[RefUpdate] = []
+            keep: list[str] = []
+            landed: list[Land] = []
             for step in landing.steps:
                 state = apply_landing(state, step)
-                also: list[RefUpdate] = []
-                keep: list[str] = []
                 if isinstance(step, Land):
-                    also.append(RefUpdate(self.branch_ref, step.commit, step.head))
                     # The lane's branch and outcome ref go in the same CAS (their ids stay in
                     # the state; a finished batch leaves its branch and its state ref, not 2N
                     # refs); the state commit keeps the outcome as a further parent, so the
@@ -340,14 +367,17 @@ class _Pass:
                     branch, outcome = lane_refs[step.task_id]
                     also += [RefUpdate(ref, None, old) for ref, old in (branch, outcome) if old]
                     keep += [outcome[1]] if outcome[1] else []
-                stored = self.apply.persist(stored, state, self._verdict(state), also, keep)
-                if isinstance(step, Land):
-                    self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
-                    integrated.append(step.task_id)
-                    head = step.commit
+                    landed.append(step)
+            if landed:
+                also.insert(0, RefUpdate(self.branch_ref, landed[-1].commit, head))
+            stored = self.apply.persist(stored, state, self._verdict(state), also, keep)
+            for step in landed:
+                self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
+                integrated.append(step.task_id)
+                head = step.commit
             if not landing.again:
                 break
-        return stored, state, head, tuple(integrated)
+        return stored, state, head, tuple(integrated), unverified
 
     def _lane_refs(
         self, state: BatchRunState, ready: list[BatchChild]

@@ -4,12 +4,12 @@ for `imm_action.integrate.decide`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
-from imm_action.git.candidate import Candidate, build_candidate
+from imm_action.git.candidate import BuildResult, Candidate, build_candidate
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.decide import refusal_of, waiting_lanes
@@ -38,6 +38,7 @@ from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import LaneOutcome
 from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import BatchChild, BatchRunState
+from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, TreeJob, Verifier
 
 
@@ -95,27 +96,29 @@ def observe_lanes(
     waiting = waiting_lanes(state)
     if not waiting:
         return {}
-    outcomes = _outcomes(refs, state.batch_id, waiting)
+    names = {c.task_id: heads(lane_branch(state.initiative_slug, c.task_id)) for c in waiting}
+    outcomes, branches = _outcomes(refs, state.batch_id, waiting, also=names.values())
     reports = runners.reports(_at_work(waiting, outcomes))
     ended = [c for c in waiting if _ended_without(reports.get(c.task_id))]
     if ended:
         refs.refresh()
-        outcomes.update(_outcomes(refs, state.batch_id, ended))
+        outcomes.update(_outcomes(refs, state.batch_id, ended)[0])
         reports = {**reports, **{
             c.task_id: FinishedWithOutcome(_job_of(reports.get(c.task_id)))
             for c in ended
             if _current(outcomes[c.task_id], c)
         }}  # fmt: skip
-    branches = refs.read(heads(lane_branch(state.initiative_slug, c.task_id)) for c in waiting)
     facts: dict[str, LaneFacts] = {}
     for child in waiting:
         outcome = outcomes[child.task_id]
         commit = outcome.lane_commit if outcome else None
-        parents = refs.repo.commit(commit).parents if commit and refs.repo.resolve(commit) else None
+        found = refs.repo.commit_if_present(commit) if commit else None
+        parents = found.parents if found else None
         report = reports.get(child.task_id)
         if report is not None:
-            branch = branches[heads(lane_branch(state.initiative_slug, child.task_id))]
-            facts[child.task_id] = LaneFacts(outcome, parents, report, branch)
+            facts[child.task_id] = LaneFacts(
+                outcome, parents, report, branches[names[child.task_id]]
+            )
     return facts
 
 
@@ -128,15 +131,16 @@ def _job_of(report: RunnerReport | None) -> JobFound | None:
 
 
 def _outcomes(
-    refs: RefStore, batch_id: str, children: Sequence[BatchChild]
-) -> dict[str, LaneOutcome | None]:
+    refs: RefStore, batch_id: str, children: Sequence[BatchChild], also: Iterable[str] = ()
+) -> tuple[dict[str, LaneOutcome | None], dict[str, str | None]]:
+    """Each child's outcome of the lane, and where the refs `also` point (in the same read)."""
     names = {c.task_id: lane_outcome_ref(batch_id, c.task_id) for c in children}
-    commits = refs.read(names.values())
+    commits = refs.read([*names.values(), *also])
     found: dict[str, LaneOutcome | None] = {}
     for task_id, name in names.items():
         commit = commits[name]
         found[task_id] = read_outcome(refs.repo, commit) if commit else None
-    return found
+    return found, commits
 
 
 def _current(outcome: LaneOutcome | None, child: BatchChild) -> bool:
@@ -162,6 +166,38 @@ def observe_pass(
 
 
 # -- candidates ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BuiltCandidate:
+    """What building one candidate found, before any check ran."""
+
+    build: BuildResult
+    checks: ChecksFact | None
+    change: tuple[ChangedEntry, ...]
+
+
+CandidateKey = tuple[str, str, str, str]  # task, lane base, lane commit, the head it is built on
+
+
+class CandidateMemo:
+    """Candidates built earlier in this run, by their inputs — commit ids, so an entry is
+    never stale: a pass that finds the same lane on the same head does not build it again
+    (`imm run` passes often, and its background checks build the chain before the pass)."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.built: dict[CandidateKey, BuiltCandidate] = {}
+
+    def get(self, key: CandidateKey) -> BuiltCandidate | None:
+        return self.built.get(key)
+
+    def put(self, key: CandidateKey, value: BuiltCandidate) -> None:
+        if len(self.built) >= self.LIMIT:  # the oldest half goes: heads move on
+            for old in list(self.built)[: self.LIMIT // 2]:
+                del self.built[old]
+        self.built[key] = value
+
+
 def observe_candidates(
     repo: GitRepo,
     verifier: Verifier,
@@ -170,9 +206,13 @@ def observe_candidates(
     ready: Sequence[BatchChild],
     *,
     scopes: Mapping[str, tuple[str, ...]],
+    verify: bool = True,
+    memo: CandidateMemo | None = None,
 ) -> list[CandidateFacts]:
     """Build a candidate for every ready lane speculatively, each on the one before (unless it
-    must not land), and verify the built ones in parallel."""
+    must not land), and verify the built ones in parallel. `verify` False runs no check (and
+    with a `memo`, builds nothing): a candidate not built before or whose checks are not all in
+    the verifier's cache is left out of the chain, as if its lane had not ended yet."""
     task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
     chain: list[CandidateFacts] = []
     tip = head
@@ -180,22 +220,25 @@ def observe_candidates(
         lane = child.lane
         if lane is None or lane.lane_commit is None:
             continue
-        build = build_candidate(repo, tip, lane.base_head, lane.lane_commit)
-        checks: ChecksFact | None = None
-        if isinstance(build, Candidate):
-            checks = candidate_checks(
-                repo,
-                build.commit,
-                task_id=child.task_id,
-                lane_base=lane.base_head,
-                head=tip,
-                task_of_commit=task_of_commit,
-            )
+        key = (child.task_id, lane.base_head, lane.lane_commit, tip)
+        built = memo.get(key) if memo is not None else None
+        if built is None and not verify and memo is not None:
+            # Not built yet: it waits for the background checks, which build it, as if its
+            # lane had not ended yet; the lanes after it are built without it.
+            continue
+        if built is None:
+            built = _build(repo, key, task_of_commit)
+            if memo is not None:
+                memo.put(key, built)
+        build = built.build
         entry = CandidateFacts(
-            child.task_id, lane.base_head, lane.lane_commit, tip, build, checks,
-            change=tuple(changed_entries(repo, lane.base_head, lane.lane_commit)),
-            scope=tuple(scopes.get(child.task_id, ())),
+            child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
+            change=built.change, scope=tuple(scopes.get(child.task_id, ())),
         )  # fmt: skip
+        if not verify and _verifiable(entry) and not _all_cached(verifier, entry):
+            # It waits for its checks, as if its lane had not ended yet: the candidates of
+            # the lanes after it are built without it, as the background checks built them.
+            continue
         chain.append(entry)
         if isinstance(build, Candidate) and refusal_of(entry) is None:
             task_of_commit[build.commit] = child.task_id
@@ -207,11 +250,41 @@ def observe_candidates(
         and isinstance(entry.build, Candidate)
         and isinstance(entry.checks, ChecksFound)
     ]
-    verified = iter(verifier.verify_many(jobs))
+    # without `verify` every result is in the cache: read there, no worker thread started
+    found = (
+        verifier.verify_many(jobs)
+        if verify
+        else [verifier.verify(job.tree, job.checks) for job in jobs]
+    )
+    verified = iter(found)
     return [
         replace(entry, results=tuple(next(verified))) if _verifiable(entry) else entry
         for entry in chain
     ]
+
+
+def _build(repo: GitRepo, key: CandidateKey, task_of_commit: Mapping[str, str]) -> BuiltCandidate:
+    task_id, lane_base, lane_commit, tip = key
+    build = build_candidate(repo, tip, lane_base, lane_commit)
+    checks: ChecksFact | None = None
+    if isinstance(build, Candidate):
+        checks = candidate_checks(
+            repo,
+            build.commit,
+            task_id=task_id,
+            lane_base=lane_base,
+            head=tip,
+            task_of_commit=task_of_commit,
+        )
+    change = tuple(changed_entries(repo, lane_base, lane_commit))
+    return BuiltCandidate(build, checks, change)
+
+
+def _all_cached(verifier: Verifier, entry: CandidateFacts) -> bool:
+    if not isinstance(entry.build, Candidate) or not isinstance(entry.checks, ChecksFound):
+        return True
+    tree = entry.build.tree
+    return all(verifier.cache.get(tree, check.digest) is not None for check in entry.checks.checks)
 
 
 def _verifiable(entry: CandidateFacts) -> bool:

@@ -1,0 +1,184 @@
+"""Candidates verified in the background of `imm run`, so that lanes never wait for the
+integrator (ADR 0026).
+
+The coordinator's passes run no check (`PassRequest.verify` False): a lane-committed child
+whose candidate's checks are not known yet waits, and `BackgroundChecks` verifies the chain of
+waiting candidates in a worker process forked from the coordinator — the same chain a pass
+builds (`observe_candidates`, speculative, `verify_parallel` at once). The results come back
+over a pipe into the coordinator's result cache, keyed by (tree, descriptor); the next pass
+finds them there and lands what passed. Meanwhile the coordinator goes on reaping lanes and
+admitting new ones.
+
+The worker writes no ref and no state: only objects (candidate commits) and the check trees
+under their locks, as any check does. Killed at any moment, it loses nothing but its own
+unfinished checks, which a later worker runs again. A process, not a thread: the coordinator
+forks its lanes, and a fork taken while another thread holds a lock or a half-made pipe would
+hand that to every lane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+from imm_action.git import GitRunner
+from imm_action.git.repo import GitRepo
+from imm_action.integrate.decide import ready_to_integrate
+from imm_action.masking import Masker
+from imm_action.model.outcome import CachedCheck, CheckCache
+from imm_action.model.state import BatchRunState
+from imm_action.passes.observe import (
+    BuiltCandidate,
+    CandidateKey,
+    CandidateMemo,
+    observe_candidates,
+)
+from imm_action.verify.checks import ResultCache, Verifier
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What a worker needs besides the state: where the repository is, and how checks run."""
+
+    root: Path
+    path_env: str
+    workers: int | None
+    mask: Masker
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """The state and batch head a pass ended with, and the tasks' scopes."""
+
+    state: BatchRunState
+    head: str
+    scopes: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The new check results (a `CheckCache` text) and the candidates the worker built."""
+
+    checks: str
+    candidates: list[tuple[CandidateKey, BuiltCandidate]]
+
+
+@dataclass
+class _Worker:
+    process: BaseProcess
+    results: Connection
+
+
+class BackgroundChecks:
+    """At most one worker at a time. `start` hands it the state and batch head a pass ended
+    with; `collect` takes its results into `cache` once it is done."""
+
+    def __init__(
+        self, settings: CheckSettings, cache: ResultCache, candidates: CandidateMemo
+    ) -> None:
+        self._settings = settings
+        self._cache = cache
+        self._candidates = candidates
+        self._worker: _Worker | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None
+
+    def start(self, state: BatchRunState, head: str, scopes: Mapping[str, tuple[str, ...]]) -> None:
+        if self._worker is not None:
+            return
+        context = multiprocessing.get_context("fork")
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_verify_in_child,
+            args=(
+                self._settings,
+                self._cache,
+                self._candidates,
+                _Chain(state, head, dict(scopes)),
+                send,
+            ),
+            daemon=False,
+        )
+        process.start()
+        send.close()  # the worker holds the sending end; a lane forked later must not
+        self._worker = _Worker(process, receive)
+
+    def collect(self) -> bool | None:
+        """None while the worker is at work (or there is none); once it ended, True when its
+        results are in the cache, False when it failed (its checks were not all run)."""
+        worker = self._worker
+        if worker is None:
+            return None
+        if not worker.results.poll() and worker.process.exitcode is None:
+            return None
+        try:
+            found: _Answer | None = worker.results.recv()
+        except (EOFError, OSError):
+            found = None  # it ended without an answer
+        worker.results.close()
+        worker.process.join()
+        self._worker = None
+        if found is None:
+            return False
+        for entry in CheckCache.model_validate_json(found.checks).entries:
+            self._cache.put(entry.tree, entry.descriptor_digest, entry.result)
+        for key, built in found.candidates:
+            self._candidates.put(key, built)
+        return True
+
+    def stop(self) -> None:
+        """End the worker at once: it holds nothing that a later run cannot take back."""
+        worker = self._worker
+        if worker is None:
+            return
+        if worker.process.exitcode is None:
+            with contextlib.suppress(OSError):
+                worker.process.kill()
+        worker.process.join()
+        worker.results.close()
+        self._worker = None
+
+
+def _verify_in_child(
+    settings: CheckSettings,
+    known: ResultCache,
+    candidates: CandidateMemo,
+    chain: _Chain,
+    send: Connection,
+) -> None:
+    """In the forked worker: fresh git handles (the coordinator's stay its own), the chain a
+    pass would build, its checks run; the new results go back as one `CheckCache` text."""
+    code = 1
+    try:
+        repo = GitRepo(settings.root, GitRunner(settings.root))
+        before = {(e.tree, e.descriptor_digest) for e in known.stored().entries}
+        built_before = set(candidates.built)
+        verifier = Verifier(
+            repo, known, path_env=settings.path_env, workers=settings.workers, mask=settings.mask
+        )
+        state = chain.state
+        ready = ready_to_integrate(state)
+        observe_candidates(
+            repo, verifier, state, chain.head, ready, scopes=chain.scopes, memo=candidates
+        )
+        new = [
+            CachedCheck(tree=e.tree, descriptor_digest=e.descriptor_digest, result=e.result)
+            for e in known.stored().entries
+            if (e.tree, e.descriptor_digest) not in before
+        ]
+        built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
+        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built))
+        code = 0
+    except BaseException:  # stopped or failed: its exit code says so, its answer is missing
+        code = 1
+    finally:
+        # no atexit, no buffers of the coordinator flushed twice: this process only verifies
+        os._exit(code)

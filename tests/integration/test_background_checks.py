@@ -1,0 +1,85 @@
+"""`imm run`'s passes run no check: a lane-committed child waits until a background worker has
+built and verified its candidate, and the pass after that lands it without running anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.local.verifying import BackgroundChecks, CheckSettings
+from imm_action.masking import NO_MASK
+from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.observe import CandidateMemo
+from imm_action.verify.checks import ResultCache
+from tests.batch_helpers import current, make_project, open_local, run_pass, work
+from tests.conftest import descriptor
+
+
+def _quiet_pass(repo: Path, cache: ResultCache, memo: CandidateMemo) -> PassResult:
+    batch_repo = open_local(repo)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True)
+    request = dataclasses.replace(request, verify=False)
+    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], candidates=memo)
+    return reconcile(request, ports, cache)
+
+
+def _counting_check(counter: Path) -> str:
+    return descriptor(["-c", f"open({str(counter)!r}, 'a').write('x')"])
+
+
+def test_a_pass_without_checks_leaves_the_lane_waiting_and_lands_it_once_checked(
+    tmp_path: Path,
+) -> None:
+    counter = tmp_path / "runs"
+    checks = dict.fromkeys("ab", _counting_check(counter))
+    repo = make_project(tmp_path / "r", {"a": [], "b": []}, checks=checks)
+    run_pass(repo)
+    work(repo, "a")
+    cache, memo = ResultCache(), CandidateMemo()
+
+    waiting = _quiet_pass(repo, cache, memo)
+    assert waiting.unverified == ("a",)
+    assert waiting.integrated == ()
+    assert not counter.exists()  # the pass ran nothing
+    states = {c.task_id: str(c.state) for c in current(repo).state.children}
+    assert states == {"a": "lane_committed", "b": "lane_admitted"}
+
+    settings = CheckSettings(repo, os.environ["PATH"], None, NO_MASK)
+    worker = BackgroundChecks(settings, cache, memo)
+    assert waiting.head is not None
+    worker.start(waiting.stored.state, waiting.head, {"a": ("a.txt",), "b": ("b.txt",)})
+    deadline = time.monotonic() + 60
+    while (verified := worker.collect()) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert verified is True
+    assert counter.read_text() == "x"
+
+    landed = _quiet_pass(repo, cache, memo)
+    assert landed.integrated == ("a",)
+    assert landed.unverified == ()
+    assert counter.read_text() == "x"  # nothing ran again
+    stored = current(repo)
+    assert any(entry.result.passed for entry in stored.cache.entries)  # kept with the state
+
+
+def test_a_worker_stopped_midway_answers_nothing_and_writes_no_ref(tmp_path: Path) -> None:
+    repo = make_project(
+        tmp_path / "r", {"a": []}, checks={"a": descriptor(["-c", "import time; time.sleep(30)"])}
+    )
+    run_pass(repo)
+    work(repo, "a")
+    cache, memo = ResultCache(), CandidateMemo()
+    waiting = _quiet_pass(repo, cache, memo)
+    before = current(repo).commit
+    checks = BackgroundChecks(CheckSettings(repo, os.environ["PATH"], None, NO_MASK), cache, memo)
+    assert waiting.head is not None
+    checks.start(waiting.stored.state, waiting.head, {"a": ("a.txt",)})
+    assert checks.busy
+    checks.stop()
+    assert not checks.busy
+    assert checks.collect() is None
+    assert current(repo).commit == before
+    assert cache.stored().entries == []
