@@ -133,21 +133,38 @@ def _reason(child: BatchChild, done: AbstractSet[str]) -> str | None:
 
 
 def report_children(state: BatchRunState) -> list[ReportChild]:
-    """Every child as the report shows it: one pass over the children (linear in N)."""
+    """Every child as the report shows it: one pass over the children (linear in N). A child
+    object unchanged since the last report, with the same reason, gives the same report child
+    (states change by `model_copy`, which keeps the children it did not change): a pass that
+    moves two children of a thousand builds two."""
+    global _LAST_CHILDREN  # noqa: PLW0603 - a memo of the last report, by child identity
     done = {c.task_id for c in state.children if c.state.done}
-    return [
-        ReportChild.model_construct(
-            task_id=child.task_id,
-            state=child.state,
-            reason=_reason(child, done),
-            commit=child.commit,
-            lane_branch=child.lane.branch if child.lane else None,
-            attempts=child.attempts,
-            qa_failures=child.qa_failures,
-            failures=list(child.failures),
-        )
-        for child in state.children
-    ]
+    last = _LAST_CHILDREN
+    made: dict[int, tuple[BatchChild, str | None, ReportChild]] = {}
+    children: list[ReportChild] = []
+    for child in state.children:
+        reason = _reason(child, done)
+        earlier = last.get(id(child))
+        if earlier is not None and earlier[0] is child and earlier[1] == reason:
+            shown = earlier[2]
+        else:
+            shown = ReportChild.model_construct(
+                task_id=child.task_id,
+                state=child.state,
+                reason=reason,
+                commit=child.commit,
+                lane_branch=child.lane.branch if child.lane else None,
+                attempts=child.attempts,
+                qa_failures=child.qa_failures,
+                failures=list(child.failures),
+            )
+        made[id(child)] = (child, reason, shown)
+        children.append(shown)
+    _LAST_CHILDREN = made
+    return children
+
+
+_LAST_CHILDREN: dict[int, tuple[BatchChild, str | None, ReportChild]] = {}
 
 
 def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunReport:
