@@ -10,8 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.git_http_remote import GitHttpRemote
+
+# Property tests check behaviour, not speed (speed lives in benchmarks/): on a loaded 2-core
+# machine hypothesis's own time limits (a deadline per example, "input generation is slow")
+# failed tests that had found nothing wrong.
+settings.register_profile(
+    "imm",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example],
+)
+settings.load_profile("imm")
 
 GIT_ENV = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
