@@ -8,7 +8,12 @@ For each N it prints:
 - wall and ideal makespan and their ratio;
 - imm's own cost per task, (wall - ideal) / N, and its ratio to the same figure at the
   smallest N of the run (the goal: <= 0.15 s at N = 1,000, within 25 % of N = 50);
-- lane utilisation: executor-busy lane-seconds / (wall x lanes), next to the ideal's;
+- lane utilisation, two ways:
+  `slots`: slot occupancy — seconds a lane slot holds a running lane (from `lane ... started`
+  to the coordinator seeing it end, in imm run's event log) over lanes x the seconds in which
+  startable work exists (a task not started yet whose dependencies are all integrated);
+  `exec`: the executor-busy fraction — seconds executors sleep over wall x lanes (what the
+  previous figures called utilisation), next to the ideal's;
 - what the finished batch leaves: refs under refs/imm and refs/heads/imm*, and the size of .git.
 
 A calibration (100 `git rev-parse` processes) runs first and after each N, so a reader sees how
@@ -17,6 +22,7 @@ loaded the machine was; the load average is printed too.
     python benchmarks/batch_scaling.py [--sizes 50,200,1000] [--lanes 8] [--seconds 0.2]
     python benchmarks/batch_scaling.py --quick        # N = 20, 60 for iteration
     python benchmarks/batch_scaling.py --baseline-src ../old/src   # and the old imm, same run
+    python benchmarks/batch_scaling.py --sizes 50,200 --runs 3     # median of 3 runs per N
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import heapq
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -138,6 +145,41 @@ def busy_seconds(times: Path) -> float:
     return total
 
 
+EVENT = re.compile(r"imm \[\s*([\d.]+)s\]: (?:lane (\S+) (started|ended)|integrated (\S+) as)")
+
+
+def slot_occupancy(events: str, graph: dict[str, list[str]], lanes: int) -> float:
+    """Lane-slot seconds held by running lanes over lanes x the seconds in which startable work
+    exists (a task not started whose dependencies are integrated), from imm run's event log."""
+    timeline: list[tuple[float, str, str]] = []
+    for match in EVENT.finditer(events):
+        at, task, what, landed = match.groups()
+        timeline.append((float(at), task or landed, what or "integrated"))
+    timeline.sort(key=lambda event: event[0])
+    started: set[str] = set()
+    integrated: set[str] = set()
+    running = 0
+    held = window = 0.0
+    previous = 0.0
+    for at, task, what in timeline:
+        startable = any(
+            t not in started and all(need in integrated for need in needs)
+            for t, needs in graph.items()
+        )
+        if startable:
+            window += at - previous
+            held += running * (at - previous)
+        previous = at
+        if what == "started":
+            started.add(task)
+            running += 1
+        elif what == "ended":
+            running -= 1
+        else:
+            integrated.add(task)
+    return held / (window * lanes) if window else 1.0
+
+
 def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -> dict[str, float]:
     graph = make_dag(tasks)
     durations = dict.fromkeys(graph, seconds)
@@ -153,12 +195,13 @@ def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -
             env["PYTHONPATH"] = source
         executor = shlex.join(["sh", "-c", EXECUTOR_SCRIPT])
         started = time.perf_counter()
-        subprocess.run(
+        run = subprocess.run(
             [sys.executable, "-m", "imm_action", "run", "bench", "--repo", str(repo),
              "--max-parallel", str(lanes), "--executor", executor],
-            env=env, check=True, capture_output=True,
+            env=env, check=True, capture_output=True, text=True,
         )  # fmt: skip
         wall = time.perf_counter() - started
+        slots = slot_occupancy(run.stderr, graph, lanes)
         refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/imm", "refs/heads/imm")
         refs += git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/imm-lane")
         done = sum(1 for line in times.read_text().splitlines() if line.strip())
@@ -173,6 +216,7 @@ def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -
         "wall": wall,
         "ideal": ideal,
         "busy": busy,
+        "slots": slots,
         "refs": len(refs.split()),
         "git_mb": git_bytes / 1e6,
     }
@@ -185,46 +229,80 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0.2)
     parser.add_argument("--quick", action="store_true", help="N = 20, 60")
     parser.add_argument(
+        "--runs",
+        default="1",
+        help="runs per N, the median (by wall) is shown: one number for every N, or one per N "
+        "(e.g. 3,3,1)",
+    )
+    parser.add_argument(
         "--baseline-src",
         help="the src folder of another imm (e.g. a worktree of an older commit): each N runs "
         "with it too, in the same run, and the row shows wall / its wall",
     )
+    parser.add_argument(
+        "--baseline-sizes", help="the N the baseline runs at (default: every N of --sizes)"
+    )
     args = parser.parse_args()
     sizes = [20, 60] if args.quick else [int(n) for n in args.sizes.split(",")]
+    runs = [int(n) for n in args.runs.split(",")]
+    runs = runs * len(sizes) if len(runs) == 1 else runs
+    baseline_sizes = (
+        {int(n) for n in args.baseline_sizes.split(",")} if args.baseline_sizes else set(sizes)
+    )
     lanes, seconds = args.lanes, args.seconds
     print(f"batch scaling: {lanes} lanes, executors sleeping {seconds} s, chains of 3 and pairs")
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"calibration: 100 git processes in {calibrate():.2f} s")
+    print(
+        "slots = slot occupancy while startable work exists (lane-slot seconds held by running "
+        "lanes / (lanes x seconds with startable work)); exec = executor-busy fraction "
+        "(executor seconds / (wall x lanes)); ideal exec = the ideal schedule's"
+    )
     header = (
-        f"{'N':>5} {'wall':>8} {'ideal':>7} {'ratio':>6} {'cost/task':>9} {'vs first':>8} "
-        f"{'util':>5} {'ideal util':>10} {'refs':>4} {'.git':>8} {'load':>5} {'calib':>6}"
+        f"{'N':>5} {'runs':>4} {'wall':>8} {'ideal':>7} {'ratio':>6} {'cost/task':>9} "
+        f"{'vs first':>8} {'slots':>5} {'exec':>5} {'ideal exec':>10} {'refs':>4} {'.git':>8} "
+        f"{'load':>5} {'calib':>6}"
     )
     print(header)
     first: float | None = None
-    for tasks in sizes:
-        figures = run_one(tasks, lanes, seconds)
+    for tasks, count in zip(sizes, runs, strict=True):
+        figures = _median(
+            [run_one(tasks, lanes, seconds) | {"load": os.getloadavg()[0]} for _ in range(count)]
+        )
         wall, ideal = figures["wall"], figures["ideal"]
         cost = (wall - ideal) / tasks
         first = cost if first is None else first
         utilisation = figures["busy"] / (wall * lanes)
         ideal_utilisation = tasks * seconds / (ideal * lanes)
         print(
-            f"{tasks:>5} {wall:7.1f}s {ideal:6.1f}s {wall / ideal:6.2f} {cost:8.3f}s "
-            f"{cost / first:8.2f} {utilisation:5.2f} {ideal_utilisation:10.2f} "
-            f"{int(figures['refs']):>4} {figures['git_mb']:6.1f}MB "
-            f"{os.getloadavg()[0]:5.2f} {calibrate():5.2f}s",
+            f"{tasks:>5} {count:>4} {wall:7.1f}s {ideal:6.1f}s {wall / ideal:6.2f} {cost:8.3f}s "
+            f"{cost / first:8.2f} {figures['slots']:5.2f} {utilisation:5.2f} "
+            f"{ideal_utilisation:10.2f} {int(figures['refs']):>4} {figures['git_mb']:6.1f}MB "
+            f"{figures['load']:5.2f} {calibrate():5.2f}s",
             flush=True,
         )
-        if args.baseline_src:
-            old = run_one(tasks, lanes, seconds, args.baseline_src)
+        if args.baseline_src and tasks in baseline_sizes:
+            old = _median(
+                [
+                    run_one(tasks, lanes, seconds, args.baseline_src) | {"load": os.getloadavg()[0]}
+                    for _ in range(count)
+                ]
+            )
             old_cost = (old["wall"] - ideal) / tasks
             print(
                 f"{'':>5} baseline: {old['wall']:7.1f}s, cost/task {old_cost:.3f}s, "
-                f"util {old['busy'] / (old['wall'] * lanes):.2f}, {int(old['refs'])} refs, "
-                f"{old['git_mb']:.1f}MB -> this wall / baseline wall = {wall / old['wall']:.2f}",
+                f"slots {old['slots']:.2f}, exec {old['busy'] / (old['wall'] * lanes):.2f}, "
+                f"{int(old['refs'])} refs, {old['git_mb']:.1f}MB, load {old['load']:.2f} "
+                f"-> this wall / baseline wall = {wall / old['wall']:.2f}",
                 flush=True,
             )
     return 0
+
+
+def _median(results: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the median wall (all its figures from that one run)."""
+    ordered = sorted(results, key=lambda figures: figures["wall"])
+    return ordered[len(ordered) // 2]
 
 
 if __name__ == "__main__":
