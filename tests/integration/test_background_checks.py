@@ -83,3 +83,27 @@ def test_a_worker_stopped_midway_answers_nothing_and_writes_no_ref(tmp_path: Pat
     assert checks.collect() is None
     assert current(repo).commit == before
     assert cache.stored().entries == []
+
+
+def test_a_check_failed_in_the_worker_parks_the_lane_in_the_next_pass(tmp_path: Path) -> None:
+    failing = descriptor(["-c", "import sys; sys.exit(1)"])
+    repo = make_project(tmp_path / "r", {"a": []}, checks={"a": failing})
+    run_pass(repo)
+    work(repo, "a")
+    cache, memo = ResultCache(), CandidateMemo()
+    waiting = _quiet_pass(repo, cache, memo)
+    worker = BackgroundChecks(CheckSettings(repo, os.environ["PATH"], None, NO_MASK), cache, memo)
+    assert waiting.head is not None
+    worker.start(waiting.stored.state, waiting.head, {"a": ("a.txt",)})
+    deadline = time.monotonic() + 60
+    while (verified := worker.collect()) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert verified is True
+    assert worker.failures_seen  # a failure comes back too, though the state keeps only passes
+
+    parked = _quiet_pass(repo, cache, memo)
+    assert parked.unverified == ()
+    child = current(repo).state.children[0]
+    assert str(child.state) == "needs_human"
+    assert child.reason is not None
+    assert child.reason.startswith("batch_integration_check_failed: a:ok failed on candidate")

@@ -145,6 +145,12 @@ class Coordinator:
         )
         self.request = request
         result = reconcile(request, ports, self.results)
+        if self.checks.failures_seen:
+            # the pass used the failures the worker found; a failure never outlives that
+            # pass (a later retry of the same tree runs its check again), passes are kept
+            self.results = ResultCache(self.results.stored())
+            self.checks.cache = self.results
+            self.checks.failures_seen = False
         self.state_commit = result.stored.commit
         self.options = replace(self.options, batch_id=result.stored.state.batch_id)
         self.view.state = result.stored.state

@@ -28,8 +28,10 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from imm_action.git import GitRunner
+from imm_action.git.candidate import Candidate
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.decide import ready_to_integrate
+from imm_action.integrate.facts import ChecksFound
 from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache
 from imm_action.model.state import BatchRunState
@@ -77,15 +79,19 @@ class _Worker:
 
 class BackgroundChecks:
     """At most one worker at a time. `start` hands it the state and batch head a pass ended
-    with; `collect` takes its results into `cache` once it is done."""
+    with; `collect` takes its results into `cache` once it is done (failures too, and says so
+    in `failures_seen`)."""
 
     def __init__(
         self, settings: CheckSettings, cache: ResultCache, candidates: CandidateMemo
     ) -> None:
         self._settings = settings
-        self._cache = cache
+        self.cache = cache
         self._candidates = candidates
         self._worker: _Worker | None = None
+        # A failed check's result lands in the cache for the pass that parks its lane and no
+        # longer (`ResultCache.stored` keeps only passes): the coordinator forgets it then.
+        self.failures_seen = False
 
     @property
     def busy(self) -> bool:
@@ -100,7 +106,7 @@ class BackgroundChecks:
             target=_verify_in_child,
             args=(
                 self._settings,
-                self._cache,
+                self.cache,
                 self._candidates,
                 _Chain(state, head, dict(scopes)),
                 send,
@@ -129,7 +135,9 @@ class BackgroundChecks:
         if found is None:
             return False
         for entry in CheckCache.model_validate_json(found.checks).entries:
-            self._cache.put(entry.tree, entry.descriptor_digest, entry.result)
+            if self.cache.get(entry.tree, entry.descriptor_digest) is None:
+                self.cache.put(entry.tree, entry.descriptor_digest, entry.result)
+            self.failures_seen = self.failures_seen or not entry.result.passed
         for key, built in found.candidates:
             self._candidates.put(key, built)
         return True
@@ -159,20 +167,21 @@ def _verify_in_child(
     code = 1
     try:
         repo = GitRepo(settings.root, GitRunner(settings.root))
-        before = {(e.tree, e.descriptor_digest) for e in known.stored().entries}
         built_before = set(candidates.built)
         verifier = Verifier(
             repo, known, path_env=settings.path_env, workers=settings.workers, mask=settings.mask
         )
         state = chain.state
         ready = ready_to_integrate(state)
-        observe_candidates(
+        built_chain = observe_candidates(
             repo, verifier, state, chain.head, ready, scopes=chain.scopes, memo=candidates
         )
+        # every result of the chain, failures too: the cache keeps only passes for the state
         new = [
-            CachedCheck(tree=e.tree, descriptor_digest=e.descriptor_digest, result=e.result)
-            for e in known.stored().entries
-            if (e.tree, e.descriptor_digest) not in before
+            CachedCheck(tree=entry.build.tree, descriptor_digest=check.digest, result=result)
+            for entry in built_chain
+            if isinstance(entry.build, Candidate) and isinstance(entry.checks, ChecksFound)
+            for check, result in zip(entry.checks.checks, entry.results, strict=False)
         ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
         send.send(_Answer(CheckCache(entries=new).model_dump_json(), built))
