@@ -134,6 +134,12 @@ class _ObjectReader:
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
+            # Ended, not waited for: a lane forked from this process holds our end of its
+            # stdin too, so it would see no end of input until that lane ends — and a close
+            # from a garbage collection inside the ref lock would wait for a lane that waits
+            # for the ref lock. It only reads: nothing is lost.
+            with contextlib.suppress(OSError):
+                process.kill()
             process.wait()
             if process.stdout is not None:
                 process.stdout.close()
