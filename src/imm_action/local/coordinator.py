@@ -2,7 +2,7 @@
 once, lands what is verified and admits what became startable; lanes are `imm lane`
 processes, each in its own git worktree, so the user's checkout is never touched. The passes
 run no check: candidates are verified in a background worker (`local/verifying.py`) while
-lanes go on, and the pass after it lands them (ADR 0026). How a lane process is started is
+lanes go on, and the pass after it lands them (ADR 0027). How a lane process is started is
 handed in (`LaneLauncher`): the coordinator knows no command."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Candidates verified in the background of `imm run`, so that lanes never wait for the
-integrator (ADR 0026).
+integrator (ADR 0027).
 
 The coordinator's passes run no check (`PassRequest.verify` False): a lane-committed child
 whose candidate's checks are not known yet waits, and `BackgroundChecks` verifies the chain of
