@@ -89,49 +89,8 @@ def test_a_setsid_grandchild_of_an_executor_is_gone_when_imm_run_returns(
     assert not _alive(int((out / "grandchild.pid").read_text()))
 
 
-def test_no_lane_folder_is_left_when_imm_run_returns(
-    attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
-) -> None:
-    repo, _, _ = attacked
-    lanes = repo / ".git/imm/lanes"
-    assert not [p for p in lanes.rglob("*") if p.name != ".lock"]
-    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
-
-
-def test_folders_left_by_a_sigkilled_lane_are_removed_by_the_next_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import json
-
-    behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text(json.dumps({"a": "sleep:30", "b": "sleep:30"}))
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
-    repo = make_project(tmp_path / "r", {"a": [], "b": []})
-    process = subprocess.Popen(
-        imm_run_argv(repo),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    lanes = repo / ".git/imm/lanes"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(list(lanes.glob("*/*"))) < 2:
-        time.sleep(0.05)
-    left = list(lanes.glob("*/*"))
-    assert len(left) == 2
-    assert all(path.parent.name == current(repo).state.batch_id for path in left)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    time.sleep(0.2)
-    assert all(path.exists() for path in left)
-    behaviour.write_text(json.dumps({}))
-    rerun = subprocess.run(
-        imm_run_argv(repo), check=False, capture_output=True, text=True, timeout=120
-    )
-    assert rerun.returncode == 0, rerun.stderr
-    assert not any(path.exists() for path in left)
-
-
 @pytest.mark.slow
-def test_sigterm_ends_imm_run_with_143_its_executors_and_lane_folders_and_a_rerun_completes(
+def test_sigterm_ends_imm_run_with_143_its_executors_and_lane_repositories_and_a_rerun_completes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import json
@@ -158,7 +117,7 @@ def test_sigterm_ends_imm_run_with_143_its_executors_and_lane_folders_and_a_reru
     executors = [int(path.name.rsplit(".", 1)[1]) for path in pids.iterdir()]
     assert len(executors) == 2
     assert not any(_alive(pid) for pid in executors)
-    assert not list((repo / ".git/imm/lanes").glob("*/*"))
+    assert not list((repo / ".git/imm/trees").glob("slot-*/tree/.git"))  # no lane repository
     behaviour.write_text(json.dumps({}))
     rerun = subprocess.run(
         imm_run_argv(repo), check=False, capture_output=True, text=True, timeout=120
@@ -223,7 +182,7 @@ def test_24_independent_tasks_at_max_parallel_12_lose_no_lane_in_three_runs(
         assert code == 0, (out, err)
         children = current(repo).state.children
         assert [(c.state, c.attempts) for c in children] == [("integrated", 0)] * 24
-        assert not list((repo / ".git/imm/lanes").glob("*/*"))
+        assert not list((repo / ".git/imm/trees").glob("slot-*/tree/.git"))
         assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 

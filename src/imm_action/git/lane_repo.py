@@ -1,16 +1,18 @@
-"""A lane's own repository (SPEC §5.1; decision 0013).
+"""A lane's own repository (SPEC §5.1; decisions 0013, 0025).
 
-An executor works in `work/`, a repository of its own whose only link to the user's is an
-alternates entry (it reads the user's objects, it cannot touch the user's refs, config or hooks).
-imm never runs git with that repository's config: it checks the files out and snapshots them
-through the *user's* git directory with a private index (`imm.index`) and `work/` as work tree,
-and reads the executor's HEAD by hand. So whatever the executor writes into `work/.git` — refs,
-config (`core.fsmonitor`, hooks, filters), packed objects — is never read by a git process of
-imm's, and the one thing imm takes back is the tree it snapshots, committed by imm itself.
+An executor works in a pooled tree (verify/trees.py) that imm moved to the lane base, with a
+repository of its own written into it (`.git`, whose only link to the user's is an alternates
+entry: it reads the user's objects, it cannot touch the user's refs, config or hooks). imm never
+runs git with that repository's config: it snapshots the files through the *user's* git
+directory with the slot's index and the tree as work tree, and reads the executor's HEAD by
+hand. So whatever the executor writes into `.git` — refs, config (`core.fsmonitor`, hooks,
+filters), packed objects — is never read by a git process of imm's, the repository is made
+afresh for every lane, and the one thing imm takes back is the tree it snapshots, committed by
+imm itself.
 
-    <lane folder>/work/         the executor's checkout; work/.git its repository
-    <lane folder>/imm.index     imm's index of work/ (stat data kept, so a snapshot hashes only
-                                what changed)
+    <slot>/tree/        the executor's checkout; tree/.git its repository
+    <slot>/index        imm's index of tree/ (stat data kept, so a snapshot hashes only what
+                        changed, and the next holder of the slot moves only what differs)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _MAX_PACKED_REFS = 1 << 20
 
 @dataclass(frozen=True)
 class LaneRepository:
-    """The executor's repository in a lane folder, seen from the user's repository."""
+    """The executor's repository in a pooled tree, seen from the user's repository."""
 
     user: GitRepo
     work: Path
@@ -44,24 +46,29 @@ class LaneRepository:
 
     def _through_user(self) -> GitRunner:
         """git in the user's repository (its config, which the executor cannot write) with
-        `work/` as work tree and imm's private index."""
+        the tree as work tree and the slot's index."""
         return GitRunner(
             self.work,
             env={
                 "GIT_DIR": str(self.user.git_directory()),
                 "GIT_WORK_TREE": str(self.work),
                 "GIT_INDEX_FILE": str(self.index),
-                "GIT_CONFIG_COUNT": "1",
+                "GIT_CONFIG_COUNT": "3",
                 "GIT_CONFIG_KEY_0": "core.fsmonitor",
                 "GIT_CONFIG_VALUE_0": "false",
+                # every change the executor made shows in the stat data
+                "GIT_CONFIG_KEY_1": "core.checkStat",
+                "GIT_CONFIG_VALUE_1": "default",
+                "GIT_CONFIG_KEY_2": "core.trustctime",
+                "GIT_CONFIG_VALUE_2": "true",
             },
         )
 
     def create(self, base: str, branch: str) -> None:
-        """`work/` checked out at `base`, on `branch` of its own repository."""
-        self.work.mkdir(parents=True)
-        # The executor's repository, written by hand: `git init` would read templates and
-        # config from places we do not control, and nothing here needs a git process.
+        """A repository of the executor's in the tree, which imm moved to `base`, on
+        `branch`."""
+        # Written by hand: `git init` would read templates and config from places we do not
+        # control, and nothing here needs a git process.
         git_dir = self.git_dir
         for folder in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
             (git_dir / folder).mkdir(parents=True)
@@ -75,12 +82,11 @@ class LaneRepository:
             "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n",
             encoding="utf-8",
         )
-        self._through_user().run(["read-tree", "--reset", "-u", base])
         # The executor sees a clean checkout: its index is ours (same files, same stat data).
         shutil.copyfile(self.index, git_dir / "index")
 
     def snapshot(self) -> str:
-        """The tree of `work/` as it stands (ignored files stay out), written into the user's
+        """The tree of the files as they stand (ignored files stay out), written into the user's
         object store by imm."""
         runner = self._through_user()
         runner.run(["add", "-A"])

@@ -1,12 +1,10 @@
-"""Where local lanes work: one folder per lane attempt, named by batch (decision 0013).
+"""Lane folders of the layout before the tree pool (decision 0013; 0025 replaced it).
 
     <git common dir>/imm/lanes/<batch_id>/<task_id>+a<attempt>+p<pid>+<random>/
 
-The name is unique per attempt (no two lanes ever share a folder, a worktree name or an index),
-and carries the pid of the lane process that owns it. A lane removes its folder when it ends, on
-Ctrl-C and SIGTERM too; a folder whose owner is dead (the lane was SIGKILLed) is a leftover that
-the next `imm run` removes. Creating and removing folders is serialised by a lock file per
-repository, so a cleanup never sees a folder half made.
+Lanes now work in pooled trees (verify/trees.py), freed by their holder's death. A folder of
+the old layout whose owner (the pid in its name) is dead is a leftover that the next `imm run`
+removes, under the repository's lane lock.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ import contextlib
 import fcntl
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,22 +59,6 @@ def locked(root: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def new_lane_folder(root: Path, batch_id: str, task_id: str, attempt: int) -> LaneFolder:
-    """A fresh, empty folder for one lane attempt, owned by this process."""
-    name = _SEPARATOR.join((task_id, f"a{attempt}", f"p{os.getpid()}", uuid.uuid4().hex[:8]))
-    with locked(root):
-        folder = root / batch_id / name
-        folder.mkdir(parents=True)
-    return LaneFolder(folder)
-
-
-def remove_lane_folder(root: Path, folder: LaneFolder) -> None:
-    with locked(root):
-        remove_tree(folder.root)
-        with contextlib.suppress(OSError):
-            folder.root.parent.rmdir()  # the batch's folder, once its last lane is gone
 
 
 def remove_leftovers(root: Path) -> list[Path]:

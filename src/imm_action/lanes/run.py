@@ -1,8 +1,9 @@
 """One lane from lane base to published outcome (SPEC §5.1).
 
-A checkout of the lane base in a repository of the lane's own (lanes/folders.py,
-git/lane_repo.py), optional `lane_setup`, a prompt rendered from the intent, the executor run with
-an allowlisted environment under a reaper (verify/contain.py), the scope and emptiness checks,
+A pooled tree moved to the lane base with a repository of the lane's own written into it
+(verify/trees.py, git/lane_repo.py; decision 0025), optional `lane_setup`, a prompt rendered
+from the intent, the executor run with an allowlisted environment under a reaper
+(verify/contain.py), the scope and emptiness checks,
 the task's descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one
 lane commit on the lane base — and its outcome published with the lane branch in one CAS. A lane
 that fails publishes its outcome too. Everything the executor prints reaches the log masked.
@@ -24,7 +25,6 @@ from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.lanes.change import changed_entries
 from imm_action.lanes.environment import executor_environment
-from imm_action.lanes.folders import LaneFolder, lanes_root, new_lane_folder, remove_lane_folder
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
 from imm_action.masking import NO_MASK, Masker, masker_for
@@ -45,6 +45,7 @@ from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.contain import end, start_contained
 from imm_action.verify.failures import check_failures, command_text
+from imm_action.verify.trees import PROMPT_FILE, CheckoutTree, checked_out
 
 REASON_EMPTY = "lane_empty"
 REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
@@ -84,17 +85,18 @@ def run_lane(
     git_date: Callable[[], str],
 ) -> LaneResult:
     repo = refs.repo
-    root = lanes_root(repo.common_directory())
-    folder = new_lane_folder(root, spec.batch_id, spec.task_id, spec.attempt)
-    try:
-        lane_repo = LaneRepository(repo, folder.work, folder.index)
+    # A tree of the pool, complete and clean at the lane base whatever its last holder did;
+    # held (flock) until the lane is done, then left for the next holder to move.
+    with checked_out(repo, spec.base_head) as checkout:
+        lane_repo = LaneRepository(repo, checkout.root, checkout.index)
         lane_repo.create(spec.base_head, lane_branch(spec.slug, spec.task_id))
         lane = _Lane(
-            spec, repo, lane_repo, folder, verifier, log, git_date, masker_for(environment)
+            spec, repo, lane_repo, checkout, verifier, log, git_date, masker_for(environment)
         )
-        outcome = lane.work(environment)
-    finally:
-        remove_lane_folder(root, folder)
+        try:
+            outcome = lane.work(environment)
+        finally:
+            checkout.drop_lane()  # the files stay for the next holder to move
     commit = publish_outcome(refs, spec.slug, outcome, git_date())
     return LaneResult(outcome, commit)
 
@@ -104,7 +106,7 @@ class _Lane:
     spec: LaneSpec
     repo: GitRepo
     lane_repo: LaneRepository
-    folder: LaneFolder
+    checkout: CheckoutTree
     verifier: Verifier
     log: TextIO
     git_date: Callable[[], str]
@@ -112,7 +114,7 @@ class _Lane:
 
     @property
     def prompt(self) -> Path:
-        return self.folder.prompt
+        return self.checkout.slot / PROMPT_FILE
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
@@ -127,8 +129,8 @@ class _Lane:
         ]
         extra = {
             **_imm_variables(spec, self.prompt),
-            # git in the lane finds the lane's repository or none, never one around the folder
-            "GIT_CEILING_DIRECTORIES": str(self.folder.root),
+            # git in the lane finds the lane's repository or none, never one around the slot
+            "GIT_CEILING_DIRECTORIES": str(self.checkout.slot),
         }
         env = executor_environment(environment, spec.executor_env, extra)
         if spec.lane_setup:
@@ -168,7 +170,7 @@ class _Lane:
             refusal = lane_change_refusal(changed_entries(self.repo, spec.base_head, tree), ["**"])
             if refusal is not None:
                 return self._needs_human(refusal, qa_failures, findings)
-            results = self.verifier.verify(tree, checks)
+            results = self._verify(tree, checks)
             for result in results:
                 verdict = "passed" if result.passed else "FAILED"
                 print(f"imm: check {result.check_id}: {verdict}", file=self.log, flush=True)
@@ -184,6 +186,15 @@ class _Lane:
                 print(failure_text(failure, "imm:   "), file=self.log, flush=True)
             if qa_failures >= spec.qa_failure_limit:
                 return self._needs_human(REASON_QA_LIMIT, qa_failures, findings, failures)
+
+    def _verify(self, tree: str, checks: list[Check]) -> list[CheckResult]:
+        """The lane's own checks, in its own tree when that holds exactly the snapshot (one
+        tree less to move), else in a slot of the pool."""
+        with self.checkout.lent() as here:
+            results = self.verifier.verify(tree, checks, at=here)
+            if here is not None and not all(result.passed for result in results):
+                here.restore(tree)  # the executor's next attempt finds its tree as it left it
+        return results
 
     def _commit(
         self,
@@ -222,22 +233,26 @@ class _Lane:
         if not argv:
             return self._failed(name, shown, None, error="the command is empty")
         print(f"imm: {name}: {shown}", file=self.log, flush=True)
-        try:
-            process = start_contained(argv, cwd=self.folder.work, env=env, stdout=subprocess.PIPE)
-        except OSError as error:
-            return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
-        tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
-        copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
-        copier.start()
-        timed_out = False
-        try:
-            code = process.wait(timeout=self.spec.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            code = None
-        finally:
-            end(process)  # the reaper ends every process the command started
-            copier.join(timeout=5)
+        # untrusted: a write of the slot's index (beside the tree) has the slot rebuilt
+        with self.checkout.untrusted():
+            try:
+                process = start_contained(
+                    argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE
+                )
+            except OSError as error:
+                return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
+            tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
+            copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
+            copier.start()
+            timed_out = False
+            try:
+                code = process.wait(timeout=self.spec.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                code = None
+            finally:
+                end(process)  # the reaper ends every process the command started
+                copier.join(timeout=5)
         if code == 0 and not timed_out:
             return None
         return self._failed(

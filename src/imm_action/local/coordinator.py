@@ -24,7 +24,7 @@ from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.verify.checks import ResultCache
-from imm_action.verify.trees import remove_pool
+from imm_action.verify.trees import tidy_pool
 
 POLL_S = 0.02
 STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
@@ -103,7 +103,7 @@ class Coordinator:
             if state.batch_state.is_terminal or idle:
                 self.checks.stop()
                 self.lanes.stop_all()
-                remove_pool(self.batch_repo.repo)
+                tidy_pool(self.batch_repo.repo)
                 self.batch_repo.repo.pack_loose_objects()
                 return state
             self._wait_for_a_lane()

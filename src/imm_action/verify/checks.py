@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -17,7 +18,7 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.verify.sandbox import Sandbox, run_command
-from imm_action.verify.trees import checked_out
+from imm_action.verify.trees import CheckoutTree, checked_out
 
 
 @dataclass(frozen=True)
@@ -108,11 +109,15 @@ class Verifier:
         with ThreadPoolExecutor(max_workers=min(self._workers, len(jobs))) as pool:
             return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
 
-    def verify(self, tree: str, checks: Iterable[Check]) -> list[CheckResult]:
+    def verify(
+        self, tree: str, checks: Iterable[Check], *, at: CheckoutTree | None = None
+    ) -> list[CheckResult]:
+        """Results of `checks` on `tree`, run in a slot of the pool, or in `at` (a tree the
+        caller holds, checked out at exactly `tree`)."""
         with self.cache.tree_lock(tree):
-            return self._verify(tree, list(checks))
+            return self._verify(tree, list(checks), at)
 
-    def _verify(self, tree: str, checks: list[Check]) -> list[CheckResult]:
+    def _verify(self, tree: str, checks: list[Check], at: CheckoutTree | None) -> list[CheckResult]:
         # One run per (tree, descriptor): checks of several tasks that share a descriptor (the
         # project's test suite, say) run it once, and each gets the result under its own id.
         by_digest: dict[str, CheckResult] = {}
@@ -124,7 +129,7 @@ class Verifier:
             else:
                 pending.setdefault(check.digest, check)
         for environment, group in _by_environment(list(pending.values())):
-            for check, raw in self._run_group(tree, environment, group):
+            for check, raw in self._run_group(tree, environment, group, at):
                 result = mask_result(self._mask, raw)
                 self.cache.put(tree, check.digest, result)
                 by_digest[check.digest] = result
@@ -136,23 +141,34 @@ class Verifier:
         ]
 
     def _run_group(
-        self, tree: str, environment: DescriptorEnvironment, group: list[Check]
+        self,
+        tree: str,
+        environment: DescriptorEnvironment,
+        group: list[Check],
+        at: CheckoutTree | None,
     ) -> list[tuple[Check, CheckResult]]:
         with (
             tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch,
-            checked_out(self._repo, tree) as checkout,
+            contextlib.nullcontext(at)
+            if at is not None
+            else checked_out(self._repo, tree) as checkout,
         ):
             home = Path(scratch) / "home"
             sandbox = Sandbox(checkout.root, home, self._path_env, checkout.changed)
             writable = tuple(environment.writable_paths)
-            if environment.prepare is not None:
-                prepared = run_command(sandbox, "prepare", environment.prepare, writable)
-                if not prepared.passed:
-                    return [(check, _prepare_failed(check, prepared)) for check in group]
-            return [
-                (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
-                for check in group
-            ]
+            # descriptors are untrusted: one that writes the slot's index taints the slot
+            with checkout.untrusted():
+                if environment.prepare is not None:
+                    prepared = run_command(sandbox, "prepare", environment.prepare, writable)
+                    if not prepared.passed:
+                        return [(check, _prepare_failed(check, prepared)) for check in group]
+                return [
+                    (
+                        check,
+                        run_command(sandbox, check.check_id, check.descriptor.command, writable),
+                    )
+                    for check in group
+                ]
 
 
 def mask_result(mask: Masker, result: CheckResult) -> CheckResult:

@@ -1,12 +1,36 @@
-"""Persistent trees to run checks in, moved from tree to tree with `read-tree --reset -u`.
+"""Persistent trees for lanes and checks, moved from tree to tree by git (decisions 0024, 0025).
 
-Writing a whole tree out for every check costs seconds on a big repository; moving a tree that
-is already checked out to the next one writes only the files that differ (and the ones the last
-check touched), then `git clean -ffdx` removes everything the index does not know. A check
-therefore still sees a complete, clean tree. Each slot has its own index, so git's own stat
-data tells which tracked files a check changed (`diff-files`) without walking the tree in
-Python. Slots live in `.git/imm/trees`, one lock file each (`flock`), so threads and processes
-(the integrator and its lanes) never share one; `imm run` removes them when it ends.
+Writing a whole tree out costs tens of seconds on a big repository; moving a tree that is
+already checked out to the next one writes only the files that differ (and the ones the last
+user touched). Every lane and every check takes a slot from one pool under `.git/imm/trees`
+(one `flock` each, so threads and processes never share one; a holder killed by SIGKILL frees
+its slot with its death) and, holding it, moves the slot's tree to what it needs:
+
+1. the slot's folders must be real folders (a link is removed), the tree holds no `.git`
+   (a lane's executor had its repository there), the index must be a regular file;
+2. `find` (in C, reading folders without a stat per file) removes every symlink, FIFO, socket
+   and device in the tree: git never sees the last three, and its stat check looks *through* a
+   link that replaced a folder and finds the files behind it unchanged (tracked links come
+   back in the next step, a handful of files);
+3. `diff-files` lists every tracked file whose stat data (ctime and inode included, whatever
+   the user configured; racy entries by content) no longer matches the index, and
+   `checkout-index -f` writes those again from the index;
+4. `clean -ffdx` removes every file the index does not know, ignored ones too (and fails if
+   it cannot);
+5. files and index now agree, so `read-tree -m -u` moves both by what differs between the
+   index and the tree asked for, without looking at the other files again.
+
+Any step failing, the slot is rebuilt from nothing.
+
+So whoever takes a slot sees a complete, clean tree of exactly what it asked for, whatever the
+last holder — an executor, a check — did inside it. The slot's index lies beside the tree, in
+reach of what runs there: while untrusted code runs, `untrusted()` watches the index's stat
+(its ctime cannot be set back), and a slot whose index was written is rebuilt from nothing
+before anyone takes it again. Files changed outside `writable_paths` come from `diff-files`
+(git's own stat data, in C), never from walking the tree in Python.
+
+The pool stays between runs (`tidy_pool` only drops what executors left beside the trees): a
+new slot costs one whole checkout, which a batch on a big repository must not pay per lane.
 """
 
 from __future__ import annotations
@@ -15,6 +39,8 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,42 +49,99 @@ from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
 
 MAX_SLOTS = 64
+# A whole checkout of a big repository on a slow disk takes minutes, not the default 2.
+_CHECKOUT_TIMEOUT_S = 3600.0
+# Stat data must catch every change: compare ctime, inode and all, whatever the user set.
+_STAT_CONFIG = ("-c", "core.checkStat=default", "-c", "core.trustctime=true")
+PROMPT_FILE = "prompt.md"  # a lane's prompt, beside its tree
+
+_Stamp = tuple[int, int, int, int, int] | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class CheckoutTree:
     """A slot checked out at one tree: the files, and what a check changed in them."""
 
     root: Path
     index: Path
     repo: GitRepo
+    slot: Path
+    tainted: bool = False  # untrusted code wrote the index: rebuild before the next use
+
+    def _git(self, args: list[str], stdin: str | None = None) -> str:
+        return self.repo.git.run(
+            [*_STAT_CONFIG, f"--work-tree={self.root}", *args],
+            input_text=stdin,
+            env={"GIT_INDEX_FILE": str(self.index)},
+            timeout_s=_CHECKOUT_TIMEOUT_S,
+        ).stdout
 
     def changed(self, writable: tuple[str, ...]) -> list[str]:
         """Tracked files modified, removed or re-typed since the checkout, outside `writable`
         (new files, such as caches, are not changes to the tree under test)."""
         excluded = [f":(exclude,literal){folder.strip('/')}" for folder in writable if folder]
-        listing = self.repo.git.output(
-            [f"--work-tree={self.root}", "diff-files", "--name-only", "-z", "--", ".", *excluded],
-            env={"GIT_INDEX_FILE": str(self.index)},
-        )
+        listing = self._git(["diff-files", "--name-only", "-z", "--", ".", *excluded])
         return sorted(path for path in listing.split("\0") if path)
+
+    def drop_lane(self) -> None:
+        """What a lane leaves beside the files: its executor's repository and its prompt."""
+        _remove(self.root / ".git")
+        _remove(self.slot / PROMPT_FILE)
+
+    @contextlib.contextmanager
+    def lent(self) -> Iterator[CheckoutTree | None]:
+        """This tree itself to check what its index holds, when nothing else lies in it (a
+        lane's snapshot was just written, and the executor left no ignored file, FIFO or
+        socket): saves moving another slot. The lane's repository is set aside meanwhile.
+        None when something else lies in the tree: the checks take a slot of the pool."""
+        if self._git(["ls-files", "-o", "-z", "--directory"]) or _special_files(self.root):
+            yield None
+            return
+        git_dir, aside = self.root / ".git", self.slot / "lane.git"
+        _remove(aside)
+        moved = os.path.lexists(git_dir)
+        if moved:
+            os.rename(git_dir, aside)
+        try:
+            yield self
+        finally:
+            _remove(git_dir)  # one a check made
+            if moved:
+                os.rename(aside, git_dir)
+
+    def restore(self, tree: str) -> None:
+        """Back to exactly `tree` after checks ran here (for the executor's next attempt)."""
+        if self.tainted:
+            _discard(self)
+        _move(self.repo, self.slot, tree)
+
+    @contextlib.contextmanager
+    def untrusted(self) -> Iterator[None]:
+        """While code imm does not trust runs in the tree: a write of the index (which lies in
+        its reach, beside the tree) taints the slot."""
+        before = _stamp(self.index)
+        try:
+            yield
+        finally:
+            if _stamp(self.index) != before:
+                self.tainted = True
 
 
 def pool_folder(repo: GitRepo) -> Path:
     """`<git common dir>/imm/trees`: one pool per repository, gone with it."""
-    common = repo.git.output(["rev-parse", "--path-format=absolute", "--git-common-dir"]).strip()
-    folder = Path(common) / "imm" / "trees"
+    folder = repo.common_directory() / "imm" / "trees"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
 @contextlib.contextmanager
 def checked_out(repo: GitRepo, tree: str) -> Iterator[CheckoutTree]:
-    """A free slot (made on first use) checked out at `tree`, held until the block ends."""
+    """A free slot (made on first use) checked out at `tree` (a tree or commit), complete and
+    clean, held until the block ends."""
     folder = pool_folder(repo)
     for number in range(MAX_SLOTS):
         slot = folder / f"slot-{number}"
-        slot.mkdir(mode=0o700, exist_ok=True)
+        _real_folder(slot)
         lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -66,58 +149,149 @@ def checked_out(repo: GitRepo, tree: str) -> Iterator[CheckoutTree]:
             os.close(lock)
             continue
         try:
-            yield _move(repo, slot, tree)
+            checkout = _move(repo, slot, tree)
+            try:
+                yield checkout
+            finally:
+                if checkout.tainted:
+                    _discard(checkout)
         finally:
             os.close(lock)  # closing releases the lock
         return
-    raise GitError(["tree pool"], None, f"all {MAX_SLOTS} check trees are busy")
+    raise GitError(["tree pool"], None, f"all {MAX_SLOTS} trees are busy")
 
 
 def _move(repo: GitRepo, slot: Path, tree: str) -> CheckoutTree:
-    checkout = CheckoutTree(slot / "tree", slot / "index", repo)
-    env = {"GIT_INDEX_FILE": str(checkout.index)}
-    work = f"--work-tree={checkout.root}"
+    checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot)
     # A process killed while moving this slot leaves its index lock behind; holding the slot's
     # flock, we are the only user of that index.
     (slot / "index.lock").unlink(missing_ok=True)
     try:
-        checkout.root.mkdir(exist_ok=True)
-        repo.git.run([work, "read-tree", "--reset", "-u", tree], env=env)
-        repo.git.run([work, "clean", "-ffdxq"], env=env)
-    except (GitError, OSError):
-        # Whatever a check left behind that git cannot take back: start this slot afresh.
-        _remove(slot / "tree")
-        checkout.index.unlink(missing_ok=True)
-        checkout.root.mkdir()
-        repo.git.run([work, "read-tree", "--reset", "-u", tree], env=env)
+        _take_back(checkout)
+        _sweep(checkout.root)
+        # files that differ from the index, by git's stat check: written again from the index
+        dirty = checkout._git(["diff-files", "--name-only", "-z"])
+        if dirty:
+            checkout._git(["checkout-index", "-f", "-u", "-z", "--stdin"], stdin=dirty)
+        checkout._git(["clean", "-ffdxq"])
+        # now files and index agree: move both by what differs between the index and `tree`
+        checkout._git(["read-tree", "-m", "-u", tree])
+        return checkout
+    except (GitError, OSError, subprocess.SubprocessError):
+        pass
+    # Whatever the last holder left that git cannot take back: start this slot afresh.
+    _discard(checkout)
+    _reset(checkout, tree)
     return checkout
 
 
+def _take_back(checkout: CheckoutTree) -> None:
+    """The slot's parts as imm made them: real folders, no repository in the tree, an index
+    that is a regular file."""
+    _real_folder(checkout.root)
+    _remove(checkout.root / ".git")
+    try:
+        mode = os.lstat(checkout.index).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        _remove(checkout.index)
+
+
+def _reset(checkout: CheckoutTree, tree: str) -> None:
+    checkout.repo.git.run(
+        [*_STAT_CONFIG, f"--work-tree={checkout.root}", "read-tree", "--reset", "-u", tree],
+        env={"GIT_INDEX_FILE": str(checkout.index)},
+        timeout_s=_CHECKOUT_TIMEOUT_S,
+    )
+
+
+def _sweep(root: Path) -> None:
+    """Every symlink, FIFO, socket and device under `root` removed (see the module's step 2)."""
+    subprocess.run(
+        ["find", str(root), "-xdev", "(", "-type", "l", "-o", "-type", "p", "-o", "-type", "s",
+         "-o", "-type", "b", "-o", "-type", "c", ")", "-delete"],
+        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S,
+    )  # fmt: skip
+
+
+def _special_files(root: Path) -> bool:
+    """Whether a FIFO, socket or device lies in the tree (outside `.git`)."""
+    found = subprocess.run(
+        ["find", str(root), "-xdev", "-path", str(root / ".git"), "-prune", "-o", "(", "-type",
+         "p", "-o", "-type", "s", "-o", "-type", "b", "-o", "-type", "c", ")", "-print", "-quit"],
+        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S,
+    )  # fmt: skip
+    return bool(found.stdout)
+
+
+def _discard(checkout: CheckoutTree) -> None:
+    _remove(checkout.root)
+    _remove(checkout.index)
+    checkout.root.mkdir(mode=0o700)
+    checkout.tainted = False
+
+
+def _real_folder(path: Path) -> None:
+    """`path` a folder of its own: a link (or file) in its place is removed first."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        path.mkdir(mode=0o700, exist_ok=True)
+        return
+    if not stat.S_ISDIR(mode):
+        path.unlink(missing_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _stamp(path: Path) -> _Stamp:
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
 def _remove(path: Path) -> None:
+    """rm -rf, also of what someone made read-only; a link is removed, never followed."""
+
     def writable_again(function: object, name: str, _error: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
+            if not os.path.islink(name):
+                os.chmod(name, 0o700)
         with contextlib.suppress(OSError):
             if os.path.isdir(name) and not os.path.islink(name):
                 shutil.rmtree(name, ignore_errors=True)
             else:
                 os.unlink(name)
 
-    shutil.rmtree(path, onerror=writable_again)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path, onerror=writable_again)
+    else:
+        path.unlink()
 
 
-def remove_pool(repo: GitRepo) -> None:
-    """Drop the slots no one holds (at the end of a run)."""
+def tidy_pool(repo: GitRepo) -> None:
+    """At the end of a run: what executors left beside the free slots' trees (their
+    repositories, prompts) goes; the trees stay for the next run (each costs a checkout)."""
     folder = pool_folder(repo)
     for slot in sorted(folder.glob("slot-*")):
+        if slot.is_symlink() or not slot.is_dir():
+            _remove(slot)
+            continue
         lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             continue
         else:
-            _remove(slot / "tree")
-            (slot / "index").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                _real_folder(slot / "tree")
+                CheckoutTree(slot / "tree", slot / "index", repo, slot).drop_lane()
         finally:
             os.close(lock)
