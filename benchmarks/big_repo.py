@@ -48,6 +48,9 @@ def add_filler(root: Path, files: int) -> None:
         (folder / f"f{index % per_folder:03d}.txt").write_text(f"file {index}\n")
     git(root, "add", "-A")
     git(root, "commit", "-qm", f"{files} files")
+    # packed, as a clone is: 100,000 loose objects would slow every git call down, and the
+    # first `imm run` would spend its end packing them
+    git(root, "repack", "-adq")
 
 
 def add_second_initiative(root: Path, graph: dict[str, list[str]]) -> None:

@@ -54,6 +54,7 @@ _CHECKOUT_TIMEOUT_S = 3600.0
 # Stat data must catch every change: compare ctime, inode and all, whatever the user set.
 _STAT_CONFIG = ("-c", "core.checkStat=default", "-c", "core.trustctime=true")
 PROMPT_FILE = "prompt.md"  # a lane's prompt, beside its tree
+_ASIDE = "lane.git"  # where a lane's repository waits while checks run in its tree
 
 _Stamp = tuple[int, int, int, int, int] | None
 
@@ -84,8 +85,10 @@ class CheckoutTree:
         return sorted(path for path in listing.split("\0") if path)
 
     def drop_lane(self) -> None:
-        """What a lane leaves beside the files: its executor's repository and its prompt."""
+        """What a lane leaves beside the files: its executor's repository (in the tree, or set
+        aside by `lent` when the lane was killed during its checks) and its prompt."""
         _remove(self.root / ".git")
+        _remove(self.slot / _ASIDE)
         _remove(self.slot / PROMPT_FILE)
 
     @contextlib.contextmanager
@@ -97,7 +100,7 @@ class CheckoutTree:
         if self._git(["ls-files", "-o", "-z", "--directory"]) or _special_files(self.root):
             yield None
             return
-        git_dir, aside = self.root / ".git", self.slot / "lane.git"
+        git_dir, aside = self.root / ".git", self.slot / _ASIDE
         _remove(aside)
         moved = os.path.lexists(git_dir)
         if moved:
