@@ -8,7 +8,7 @@ baseline measured in the same run.
 
 Each repository runs two batches of that initiative, one after the other (the second under
 other task ids): the first, "cold", on a fresh repository, whose pool of lane and check trees
-(.git/imm/trees, decision 0027) is empty, so every tree of the pool costs one whole checkout;
+(.git/imm/trees, decision 0028) is empty, so every tree of the pool costs one whole checkout;
 the second, "warm", finds the pool the first left and moves its trees by what differs.
 
     python benchmarks/big_repo.py [--files 100,100000] [--tasks 8] [--lanes 4]

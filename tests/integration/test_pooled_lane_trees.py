@@ -1,4 +1,4 @@
-"""Lanes and checks reuse a pool of persistent trees (issue 13, decision 0027): whatever a lane's
+"""Lanes and checks reuse a pool of persistent trees (issue 13, decision 0028): whatever a lane's
 executor did to its tree, its repository or the slot around it, the next lane taking the same
 tree sees a complete, clean tree of exactly its own lane base, and only its own change lands.
 Every attack is really made, by a real executor process in a real lane, against real git."""

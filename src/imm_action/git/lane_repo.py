@@ -1,4 +1,4 @@
-"""A lane's own repository (SPEC §5.1; decisions 0013, 0027).
+"""A lane's own repository (SPEC §5.1; decisions 0013, 0028).
 
 An executor works in a pooled tree (verify/trees.py) that imm moved to the lane base, with a
 repository of its own written into it (`.git`, whose only link to the user's is an alternates

@@ -1,4 +1,4 @@
-"""Lane folders of the layout before the tree pool (decision 0013; 0027 replaced it).
+"""Lane folders of the layout before the tree pool (decision 0013; 0028 replaced it).
 
     <git common dir>/imm/lanes/<batch_id>/<task_id>+a<attempt>+p<pid>+<random>/
 

@@ -1,7 +1,7 @@
 """One lane from lane base to published outcome (SPEC §5.1).
 
 A pooled tree moved to the lane base with a repository of the lane's own written into it
-(verify/trees.py, git/lane_repo.py; decision 0027), optional `lane_setup`, a prompt rendered
+(verify/trees.py, git/lane_repo.py; decision 0028), optional `lane_setup`, a prompt rendered
 from the intent, the executor run with an allowlisted environment under a reaper
 (verify/contain.py), the scope and emptiness checks,
 the task's descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one

@@ -1,4 +1,4 @@
-"""Persistent trees for lanes and checks, moved from tree to tree by git (decisions 0024, 0027).
+"""Persistent trees for lanes and checks, moved from tree to tree by git (decisions 0024, 0028).
 
 Writing a whole tree out costs tens of seconds on a big repository; moving a tree that is
 already checked out to the next one writes only the files that differ (and the ones the last
