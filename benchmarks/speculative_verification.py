@@ -74,7 +74,8 @@ def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setu
         if setup.shared:  # one check for the whole project: it fails on the failing lane's file
             script += f"test ! -e {setup.failing}.txt" if setup.failing else "true"
         else:
-            script += f"exit {1 if task == setup.failing else 0}"
+            # the task's name makes each descriptor its own (identical ones run once per tree)
+            script += f"exit {1 if task == setup.failing else 0}  # the check of {task}"
         verification = json.dumps({
             "contract": "assurance_kernel/verification_descriptor/v2",
             "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000},
