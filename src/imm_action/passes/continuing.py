@@ -119,7 +119,7 @@ class Continuing:
         continues = Continuation(
             batch_id=stopped.state.batch_id, kept=kept, changed=changed, merged_base=merged
         )
-        state = _new_state(start, now, children, head, kept_commits(stopped.state, children))
+        state = new_batch_state(start, now, children, head, kept_commits(stopped.state, children))
         state = state.model_copy(update={"continues": continues})
         branch = RefUpdate(heads(batch_branch(start.slug)), head, branch_head)
         also = [branch, *self._close(stopped, state.batch_id, now)]
@@ -197,9 +197,10 @@ class Continuing:
         return FreshStart(fresh.branch_head, tuple(also))
 
 
-def _new_state(
+def new_batch_state(
     start: StartPlan, now: str, children: list[BatchChild], head: str, commits: list[str]
 ) -> BatchRunState:
+    """The first state of a batch started (or continuing another) at `head`."""
     plan = start.plan
     return BatchRunState(
         contract=STATE_CONTRACT,

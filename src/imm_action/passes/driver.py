@@ -44,14 +44,11 @@ from imm_action.lanes.runners import LaneRunners
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import (
-    STATE_CONTRACT,
     BatchChild,
     BatchRunState,
-    BatchState,
-    StateBudget,
 )
 from imm_action.passes.apply import Applier
-from imm_action.passes.continuing import Continuing, FreshStart, StartPlan
+from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
 from imm_action.passes.observe import CandidateMemo, observe_candidates, observe_pass
 from imm_action.verify.checks import ResultCache, Verifier
 
@@ -279,15 +276,19 @@ class _Pass:
             case Start(reset_from=reset_from):
                 return self._start(reset_from)
 
-    def _stopped(self, existing: str | None) -> StoredBatch | None:
-        """A continuation of the latest batch, or a fresh start, when the request asks for
-        one and the latest batch stopped (SPEC §5.7); None goes the usual way."""
+    def _start_plan(self) -> StartPlan:
         request = self.request
-        start = StartPlan(
+        return StartPlan(
             slug=request.slug, plan=request.plan, base_ref=request.base_ref,
             base_head=request.base_head, authorized_by=request.authorized_by,
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
         )  # fmt: skip
+
+    def _stopped(self, existing: str | None) -> StoredBatch | None:
+        """A continuation of the latest batch, or a fresh start, when the request asks for
+        one and the latest batch stopped (SPEC §5.7); None goes the usual way."""
+        request = self.request
+        start = self._start_plan()
         ports = self.ports
         decided = Continuing(ports.refs, self.results, ports.clock, ports.log).decide(
             start, existing
@@ -302,29 +303,13 @@ class _Pass:
         return decided
 
     def _start(self, existing: str | None, also: Sequence[RefUpdate] = ()) -> StoredBatch:
-        now = self.ports.clock()
         plan = self.request.plan
-        state = BatchRunState(
-            contract=STATE_CONTRACT,
-            batch_id=self.request.new_batch_id,
-            initiative_slug=self.request.slug,
-            carrier=plan.carrier,
-            plan_digest=plan.plan_digest,
-            base_ref=self.request.base_ref,
-            base_head=self.request.base_head,
-            branch=batch_branch(self.request.slug),
-            authorized_by=self.request.authorized_by,
-            confirmation_time=now,
-            budget=StateBudget(
-                max_children=plan.budget.max_children, qa_failure_limit=plan.budget.qa_failure_limit
-            ),
-            max_parallel=plan.max_parallel,
-            batch_state=BatchState.RUNNING,
-            children=_pending_children(plan),
-            commits=[],
-            adopted_heads=[],
-            created_at=now,
-            updated_at=now,
+        state = new_batch_state(
+            self._start_plan(),
+            self.ports.clock(),
+            _pending_children(plan),
+            self.request.base_head,
+            [],
         )
         self.ports.log(f"starting batch {state.batch_id} at {self.request.base_head[:12]}")
         # The branch is created (or reset from a finished batch) in the same CAS as the state.
