@@ -28,7 +28,6 @@ loaded the machine was; the load average is printed too.
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import os
 import re
@@ -42,8 +41,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
-from imm_action.plan.dag import kahn_order  # noqa: E402
+from benchmarks.makespan import ideal_list_schedule  # noqa: E402
 
 # A shell, not python: an interpreter start would count as imm's overhead. `$0` is the task id.
 EXECUTOR_SCRIPT = (
@@ -59,27 +59,6 @@ def make_dag(tasks: int) -> dict[str, list[str]]:
     return {
         name: [names[index - 1]] if index % 5 in (1, 2) else [] for index, name in enumerate(names)
     }
-
-
-def ideal_list_schedule(
-    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int
-) -> float:
-    order = kahn_order(graph)
-    done_at: dict[str, float] = {}
-    running: list[tuple[float, str]] = []
-    pending = list(order)
-    now = 0.0
-    while pending or running:
-        startable = [
-            t for t in pending if all(n in done_at and done_at[n] <= now for n in graph[t])
-        ]
-        for task in startable[: lanes - len(running)]:
-            pending.remove(task)
-            heapq.heappush(running, (now + seconds[task], task))
-        finish, task = heapq.heappop(running)
-        now = finish
-        done_at[task] = finish
-    return now
 
 
 def write_project(root: Path, graph: dict[str, list[str]], lanes: int) -> None:
