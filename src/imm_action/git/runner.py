@@ -164,40 +164,40 @@ class GitRunner:
 
     def run_bytes(self, args: Sequence[str], input_text: str) -> bytes:
         """`git <args>` whose output is binary (e.g. `cat-file --batch`)."""
-        try:
-            done = subprocess.run(
-                ["git", *_SAFE_CONFIG, *args],
-                cwd=self.repo,
-                input=input_text.encode("utf-8", "surrogateescape"),
-                capture_output=True,
-                env=self._environment(None),
-                timeout=self._timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            raise GitRetriable(args, None, _text(expired.stderr)) from None
-        if done.returncode != 0:
-            raise classify(args, done.returncode, _text(done.stderr))
-        return done.stdout
+        data = input_text.encode("utf-8", "surrogateescape")
+        return self._completed(args, GitRetriable, data=data).stdout
 
     def run_reading(self, args: Sequence[str], source: BinaryIO) -> GitResult:
         """`git <args>` reading its input from an open file, from where it stands (e.g. the
         pack inside a bundle, for `index-pack --stdin`)."""
+        done = self._completed(args, GitFatal, stdin=source)
+        return GitResult(done.returncode, _text(done.stdout), _text(done.stderr))
+
+    def _completed(
+        self,
+        args: Sequence[str],
+        timed_out: type[GitError],
+        *,
+        data: bytes | None = None,
+        stdin: BinaryIO | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """`git <args>` run to its end, its output kept as bytes; a failure raised as git's."""
         try:
             done = subprocess.run(
                 ["git", *_SAFE_CONFIG, *args],
                 cwd=self.repo,
-                stdin=source,
+                input=data,
+                stdin=stdin,
                 capture_output=True,
                 env=self._environment(None),
                 timeout=self._timeout_s,
                 check=False,
             )
         except subprocess.TimeoutExpired as expired:
-            raise GitFatal(args, None, _text(expired.stderr)) from None
+            raise timed_out(args, None, _text(expired.stderr)) from None
         if done.returncode != 0:
             raise classify(args, done.returncode, _text(done.stderr))
-        return GitResult(done.returncode, _text(done.stdout), _text(done.stderr))
+        return done
 
     def spawn(self, args: Sequence[str]) -> subprocess.Popen[bytes]:
         """A long-lived git process talking over pipes (e.g. `cat-file --batch`)."""
