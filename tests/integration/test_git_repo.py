@@ -71,3 +71,37 @@ def test_blobs_and_trees_written_directly_are_gits_own(tmp_path: Path) -> None:
     assert ours == theirs
     assert git(repo, "cat-file", "-p", f"{ours}:report.json") == '{"ü": 1}\n'
     git(repo, "fsck", "--strict", "--no-dangling")
+
+
+def test_a_folders_files_are_listed_by_name_with_gits_blob_ids(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"d/a.json": "a\n", "d/ü b.json": "b\n", "d/sub/c": "c\n"})
+    os.symlink("a.json", repo / "d" / "link")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "link")
+    files = GitRepo(repo).folder_files("HEAD", "d")
+    expected = {
+        name: git(repo, "rev-parse", f"HEAD:d/{name}").strip()
+        for name in ("a.json", "ü b.json", "link")
+    }
+    assert files == expected  # the sub-folder is no file
+
+
+def test_a_missing_folder_or_a_file_has_no_listing(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"d/a.json": "a\n"})
+    reader = GitRepo(repo)
+    assert reader.folder_files("HEAD", "missing") is None
+    assert reader.folder_files("HEAD", "d/a.json") is None
+
+
+def test_a_forked_copy_knows_the_repository_without_asking_git_again(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    original = GitRepo(repo)
+    git_dir, objects = original.git_directory(), original.objects_directory()
+    head = git(repo, "rev-parse", "HEAD").strip()
+    original.commit(head)
+    copy = original.forked()
+    (repo / ".git").rename(repo / "moved")  # git could no longer find it
+    assert copy.git_directory() == git_dir
+    assert copy.objects_directory() == objects
+    assert copy.commit(head).oid == head  # read before the fork: no process
+    assert copy._objects is not original._objects  # its own reader

@@ -92,6 +92,8 @@ def _person(value: str) -> tuple[str, str, str]:
 
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _ANCESTRY_LIMIT = 100_000
+_COMMIT_LIMIT = 20_000  # parsed commits kept (a few hundred bytes each)
+_FOLDER_LIMIT = 64  # folder listings kept, by their content
 
 ChangeIdentity = Mapping[str, str]  # path -> "<mode> <blob>" of the new side ("000000 000…" = gone)
 
@@ -153,11 +155,29 @@ class GitRepo:
         self._objects_dir: Path | Literal[False] | None = None
         self._git_dir: Path | None = None
         self._common_dir: Path | None = None
+        self._objects_path: Path | None = None
         # (ancestor, descendant) -> answer, for object ids only: commits never change
         self._ancestry: dict[tuple[str, str], bool] = {}
+        # object id -> parsed commit, and a folder's tree content digest -> its files: objects
+        # never change, and a candidate chain walks the same commits and folders again
+        self._commits: dict[str, CommitInfo] = {}
+        self._folders: dict[bytes, dict[str, str]] = {}
 
     def close(self) -> None:
         self._objects.close()
+
+    def forked(self) -> GitRepo:
+        """This repository for a process forked from ours: what was found about it (its git
+        directory, object store) and the objects read so far, but its own object reader — a
+        `cat-file` process serves the process that started it only."""
+        copy = GitRepo(self.path, self.git)
+        copy._objects_dir = self._objects_dir
+        copy._git_dir = self._git_dir
+        copy._common_dir = self._common_dir
+        copy._objects_path = self._objects_path
+        copy._ancestry = dict(self._ancestry)
+        copy._commits = dict(self._commits)
+        return copy
 
     def git_directory(self) -> Path:
         """This repository's git directory, absolute."""
@@ -175,8 +195,10 @@ class GitRepo:
 
     def objects_directory(self) -> Path:
         """Where this repository keeps its objects, absolute (shared by linked worktrees)."""
-        found = self.git.output(["rev-parse", "--git-path", "objects"]).strip()
-        return (self.path / found).resolve()
+        if self._objects_path is None:
+            found = self.git.output(["rev-parse", "--git-path", "objects"]).strip()
+            self._objects_path = (self.path / found).resolve()
+        return self._objects_path
 
     def __del__(self) -> None:
         self._objects.close()
@@ -210,6 +232,17 @@ class GitRepo:
 
     def commit(self, oid: str) -> CommitInfo:
         """A commit's fields, read from the raw object (`cat-file` is the cheapest reader)."""
+        known = self._commits.get(oid)
+        if known is not None:
+            return known
+        info = self._read_commit(oid)
+        if _OBJECT_ID.fullmatch(oid):
+            if len(self._commits) >= _COMMIT_LIMIT:
+                self._commits.clear()
+            self._commits[oid] = info
+        return info
+
+    def _read_commit(self, oid: str) -> CommitInfo:
         found = self._objects.read(oid)
         if found is None or found[0] != "commit":
             raise GitFatal(["cat-file", "commit", oid], 128, f"no commit {oid}")
@@ -291,6 +324,26 @@ class GitRepo:
         if found is None or found[0] != "blob":
             return None
         return found[1].decode("utf-8", "surrogateescape")
+
+    def folder_files(self, commit: str, folder: str) -> dict[str, str] | None:
+        """The files (and links) directly in `folder` of `commit`: name -> blob id, read through
+        the object reader and kept by the folder's content (the intents' folder is the same in
+        every candidate of a chain). None when `folder` is no folder there."""
+        found = self._objects.read(f"{commit}:{folder}")
+        if found is None or found[0] != "tree":
+            return None
+        body = found[1]
+        key = hashlib.sha256(body).digest()
+        known = self._folders.get(key)
+        if known is None:
+            known = _tree_files(body, self._object_id_size())
+            if len(self._folders) >= _FOLDER_LIMIT:
+                self._folders.clear()
+            self._folders[key] = known
+        return known
+
+    def _object_id_size(self) -> int:
+        return 20 if self._loose_objects() is not None else 32
 
     def tree_entries(
         self, commit: str, paths: Sequence[str], *, recursive: bool
@@ -666,3 +719,18 @@ def _drop_stale_ref_locks(directory: Path) -> None:
     for lock in directory.rglob("*.lock"):
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
+
+
+def _tree_files(body: bytes, id_size: int) -> dict[str, str]:
+    """A raw tree object's blob entries (`<mode> <name>\0<binary id>` each): name -> id."""
+    files: dict[str, str] = {}
+    at = 0
+    while at < len(body):
+        space = body.index(b" ", at)
+        nul = body.index(b"\0", space)
+        mode = body[at:space]
+        if mode in (b"100644", b"100755", b"120000"):
+            name = body[space + 1 : nul].decode("utf-8", "surrogateescape")
+            files[name] = body[nul + 1 : nul + 1 + id_size].hex()
+        at = nul + 1 + id_size
+    return files
