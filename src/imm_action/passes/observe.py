@@ -176,6 +176,9 @@ class BuiltCandidate:
 
 
 CandidateKey = tuple[str, str, str, str]  # task, lane base, lane commit, the head it is built on
+IntentChecks = tuple[Check, ...] | ChecksMissing
+# (task, intent blob id) -> its acceptance checks, or why there are none: blobs never change
+IntentMemo = dict[tuple[str, str], IntentChecks]
 
 
 class CandidateMemo:
@@ -187,6 +190,7 @@ class CandidateMemo:
 
     def __init__(self) -> None:
         self.built: dict[CandidateKey, BuiltCandidate] = {}
+        self.intents: IntentMemo = {}
 
     def get(self, key: CandidateKey) -> BuiltCandidate | None:
         return self.built.get(key)
@@ -214,6 +218,7 @@ def observe_candidates(
     with a `memo`, builds nothing): a candidate not built before or whose checks are not all in
     the verifier's cache is left out of the chain, as if its lane had not ended yet."""
     task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
+    intents: IntentMemo = memo.intents if memo is not None else {}
     chain: list[CandidateFacts] = []
     tip = head
     for child in ready:
@@ -227,7 +232,7 @@ def observe_candidates(
             # lane had not ended yet; the lanes after it are built without it.
             continue
         if built is None:
-            built = _build(repo, key, task_of_commit)
+            built = _build(repo, key, task_of_commit, intents)
             if memo is not None:
                 memo.put(key, built)
         build = built.build
@@ -263,7 +268,9 @@ def observe_candidates(
     ]
 
 
-def _build(repo: GitRepo, key: CandidateKey, task_of_commit: Mapping[str, str]) -> BuiltCandidate:
+def _build(
+    repo: GitRepo, key: CandidateKey, task_of_commit: Mapping[str, str], intents: IntentMemo
+) -> BuiltCandidate:
     task_id, lane_base, lane_commit, tip = key
     build = build_candidate(repo, tip, lane_base, lane_commit)
     checks: ChecksFact | None = None
@@ -275,6 +282,7 @@ def _build(repo: GitRepo, key: CandidateKey, task_of_commit: Mapping[str, str]) 
             lane_base=lane_base,
             head=tip,
             task_of_commit=task_of_commit,
+            intents=intents,
         )
     change = tuple(changed_entries(repo, lane_base, lane_commit))
     return BuiltCandidate(build, checks, change)
@@ -303,25 +311,47 @@ def candidate_checks(
     lane_base: str,
     head: str,
     task_of_commit: Mapping[str, str],
+    intents: IntentMemo | None = None,
 ) -> ChecksFact:
     """The descriptors a candidate must pass (SPEC §5.4): the child's acceptance plus that of
-    every sibling integrated since the lane base, read from the candidate's own intent files."""
+    every sibling integrated since the lane base, read from the candidate's own intent files.
+
+    The intents are found by blob id in one read of their folder and parsed once per blob
+    (`intents`): a lane that waited behind many others has as many siblings, and the
+    candidates of a chain share nearly all of their intent files."""
     since = [
         task_of_commit[c] for c in repo.commits_between(lane_base, head) if c in task_of_commit
     ]
+    memo: IntentMemo = {} if intents is None else intents
+    folders: dict[str, Mapping[str, str]] = {}
     checks: list[Check] = []
     for owner in [task_id, *since]:
-        text = repo.read_file(candidate, intent_path(owner))
-        if text is None:
+        folder, _, name = intent_path(owner).rpartition("/")
+        if folder not in folders:
+            folders[folder] = repo.folder_files(candidate, folder) or {}
+        blob = folders[folder].get(name)
+        if blob is None:
             return ChecksMissing(owner, "absent")
-        try:
-            intent = TaskIntent.model_validate_json(text)
-            checks.extend(
-                Check(f"{owner}:{item.id}", parse_descriptor(item.verification))
-                for item in intent.acceptance
-            )
-        except (ValidationError, ValueError) as error:
-            return ChecksMissing(owner, "unreadable", str(error))
+        found = memo.get((owner, blob))
+        if found is None:
+            found = _intent_checks(owner, repo.read_blob(blob))
+            memo[(owner, blob)] = found
+        if isinstance(found, ChecksMissing):
+            return found
+        checks.extend(found)
     if not checks:
         return ChecksMissing(None, "none")
     return ChecksFound(tuple(checks))
+
+
+def _intent_checks(owner: str, body: bytes | None) -> IntentChecks:
+    if body is None:  # a link, say: no intent
+        return ChecksMissing(owner, "absent")
+    try:
+        intent = TaskIntent.model_validate_json(body.decode("utf-8", "surrogateescape"))
+        return tuple(
+            Check(f"{owner}:{item.id}", parse_descriptor(item.verification))
+            for item in intent.acceptance
+        )
+    except (ValidationError, ValueError) as error:
+        return ChecksMissing(owner, "unreadable", str(error))

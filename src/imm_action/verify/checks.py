@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from imm_action.git.repo import GitRepo
@@ -26,8 +27,8 @@ class Check:
     check_id: str  # "<task_id>:<acceptance id>"
     descriptor: VerificationDescriptor
 
-    @property
-    def digest(self) -> str:
+    @cached_property
+    def digest(self) -> str:  # asked for on every pass, for every check of the chain
         return descriptor_digest(self.descriptor)
 
 
@@ -100,13 +101,13 @@ class Verifier:
         self._repo = repo
         self.cache = cache
         self._path_env = path_env
-        self._workers = workers or os.cpu_count() or 1
+        self.workers = workers or os.cpu_count() or 1
         self._on_result = on_result
 
     def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
         if len(jobs) <= 1:
             return [self.verify(job.tree, job.checks) for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(self._workers, len(jobs))) as pool:
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as pool:
             return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
 
     def verify(
