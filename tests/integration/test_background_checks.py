@@ -8,7 +8,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.local import verifying
 from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import NO_MASK
 from imm_action.passes.driver import PassResult, reconcile
@@ -107,3 +110,33 @@ def test_a_check_failed_in_the_worker_parks_the_lane_in_the_next_pass(tmp_path: 
     assert str(child.state) == "needs_human"
     assert child.reason is not None
     assert child.reason.startswith("batch_integration_check_failed: a:ok failed on candidate")
+
+
+def _round(worker: BackgroundChecks, waiting: PassResult, scopes: dict[str, tuple[str]]) -> None:
+    assert waiting.head is not None
+    worker.start(waiting.stored.state, waiting.head, scopes)
+    deadline = time.monotonic() + 60
+    while (verified := worker.collect()) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert verified is True
+
+
+def test_a_round_verifies_the_first_lanes_of_the_chain_and_leaves_the_rest_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verifying, "round_limit", lambda workers: 1)  # the forked worker too
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b")
+    cache, memo = ResultCache(), CandidateMemo()
+    worker = BackgroundChecks(CheckSettings(repo, os.environ["PATH"], None, NO_MASK), cache, memo)
+    scopes = {"a": ("a.txt",), "b": ("b.txt",)}
+
+    _round(worker, _quiet_pass(repo, cache, memo), scopes)
+    first = _quiet_pass(repo, cache, memo)
+    assert first.integrated == ("a",)
+    assert first.unverified == ("b",)
+
+    _round(worker, first, scopes)
+    assert _quiet_pass(repo, cache, memo).integrated == ("b",)

@@ -39,9 +39,17 @@ from imm_action.passes.observe import (
     BuiltCandidate,
     CandidateKey,
     CandidateMemo,
+    IntentMemo,
     observe_candidates,
 )
 from imm_action.verify.checks import ResultCache, Verifier
+
+
+def round_limit(workers: int) -> int:
+    """How many candidates one worker round builds and verifies: enough that a round's fixed
+    cost (a fork, an object reader, the pass that lands them) is shared by many, few enough that
+    the first of them land soon (decision 0029)."""
+    return max(32, 8 * workers)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class _Answer:
 
     checks: str
     candidates: list[tuple[CandidateKey, BuiltCandidate]]
+    intents: IntentMemo
 
 
 @dataclass
@@ -140,6 +149,7 @@ class BackgroundChecks:
             self.failures_seen = self.failures_seen or not entry.result.passed
         for key, built in found.candidates:
             self._candidates.put(key, built)
+        self._candidates.intents.update(found.intents)
         return True
 
     def stop(self) -> None:
@@ -168,11 +178,15 @@ def _verify_in_child(
     try:
         repo = GitRepo(settings.root, GitRunner(settings.root))
         built_before = set(candidates.built)
+        intents_before = set(candidates.intents)
         verifier = Verifier(
             repo, known, path_env=settings.path_env, workers=settings.workers, mask=settings.mask
         )
         state = chain.state
-        ready = ready_to_integrate(state)
+        # The first few of the chain: its answer comes back only when all of it is verified,
+        # and a lane that waits behind a long round waits for its whole length (and so do the
+        # tasks that need it). The rest is left for the next round, as if not ended yet.
+        ready = ready_to_integrate(state)[: round_limit(verifier.workers)]
         built_chain = observe_candidates(
             repo, verifier, state, chain.head, ready, scopes=chain.scopes, memo=candidates
         )
@@ -184,7 +198,8 @@ def _verify_in_child(
             for check, result in zip(entry.checks.checks, entry.results, strict=False)
         ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
-        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built))
+        intents = {k: v for k, v in candidates.intents.items() if k not in intents_before}
+        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built, intents))
         code = 0
     except BaseException:  # stopped or failed: its exit code says so, its answer is missing
         code = 1
