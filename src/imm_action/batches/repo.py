@@ -38,6 +38,13 @@ class BatchRepo:
     config: RepoConfig
     initiatives: InitiativeSource  # where the initiative is read from (chosen by the CLI)
 
+    def forked(self) -> BatchRepo:
+        """The same batch repository in a process forked from this one (a local lane): its
+        root, config and what git said about it are known already, its git handles are new.
+        Its refs are the repository's own, as for `imm lane` without `--remote`."""
+        repo = self.repo.forked()
+        return BatchRepo(self.root, repo, LocalRefStore(repo), self.config, self.initiatives)
+
 
 def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:
     """The repository a batch runs in: its work tree root, and where its refs live."""

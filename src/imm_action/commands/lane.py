@@ -49,9 +49,11 @@ class LaneArgs:
     bundle: Path | None = None  # --phase bundle: where to write it
 
 
-def run(args: LaneArgs, ports: Ports) -> int:
+def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
+    """`opened`: the batch repository, when the caller has it open already (a lane forked
+    from `imm run`), instead of finding it again from `args.repo`."""
     io, initiatives = ports.io, ports.initiatives
-    batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
+    batch_repo = opened or open_batch_repo(args.repo, args.remote, initiatives)
     if args.phase == "all":
         batch_repo.refs.refresh()
         return _work(args, io, batch_repo, batch_repo.refs)

@@ -148,7 +148,8 @@ def _launcher(batch_repo: BatchRepo, options: RunOptions) -> LaneLauncher:
 def _lane_in_child(
     batch_repo: BatchRepo, options: RunOptions, batch_id: str, task_id: str, log: Path
 ) -> int:
-    """`imm lane` in a forked child: fresh git handles, output to the lane's log."""
+    """`imm lane` in a forked child: the batch repository as found by `imm run`, with fresh
+    git handles; output to the lane's log."""
     from imm_action.commands import lane
     from imm_action.exits import run_guarded
 
@@ -159,5 +160,7 @@ def _lane_in_child(
     initiatives = batch_repo.initiatives
     with open(log, "a", encoding="utf-8") as sink:
         return run_guarded(
-            "lane", lambda io: lane.run(args, Ports(io, initiatives)), CommandIO(sink, sink)
+            "lane",
+            lambda io: lane.run(args, Ports(io, initiatives), batch_repo.forked()),
+            CommandIO(sink, sink),
         )
