@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.git.repo import GitRepo
+from imm_action.verify.trees import checked_out, tidy_pool
 from tests.batch_helpers import current, make_project
 from tests.conftest import descriptor, git
 from tests.integration.test_local_run import imm_run_argv
@@ -215,3 +217,26 @@ def test_an_ignored_file_the_executor_leaves_is_not_seen_by_its_check(
     code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
     assert code == 0, (out, err)
     assert [c.state for c in current(repo).state.children] == ["integrated"]
+
+
+def test_a_small_repositorys_trees_leave_the_pool_when_imm_run_returns(
+    after_tampering: tuple[Path, Path, subprocess.CompletedProcess[str]],
+) -> None:
+    repo, _, _ = after_tampering
+    slots = list((repo / ".git/imm/trees").glob("slot-*"))
+    assert slots
+    assert not [slot for slot in slots if (slot / "tree").exists() or (slot / "index").exists()]
+
+
+def test_trees_of_as_many_files_as_the_threshold_stay_for_the_next_run(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    user = GitRepo(repo)
+    with checked_out(user, "HEAD") as first, checked_out(user, "HEAD") as second:
+        (first.root / ".git").mkdir()  # as a lane's executor repository would be
+        files = len(git(repo, "ls-files").split())
+        slots = [first.slot, second.slot]
+    tidy_pool(user, keep_from_files=files)
+    assert all((slot / "tree/config.txt").is_file() for slot in slots)
+    assert not (slots[0] / "tree/.git").exists()
+    tidy_pool(user, keep_from_files=files + 1)
+    assert not [slot for slot in slots if (slot / "tree").exists()]

@@ -129,6 +129,10 @@ def _launcher(batch_repo: BatchRepo, options: RunOptions) -> LaneLauncher:
     """`imm lane` for each admitted lane: forked from this process where the platform can (it
     starts in milliseconds), else a fresh interpreter."""
 
+    if can_fork():  # found once here, so that no forked lane asks git again
+        batch_repo.repo.git_directory()
+        batch_repo.repo.objects_directory()
+
     def launch(batch_id: str, task_id: str, log: Path) -> LaneProcess:
         if can_fork():
             return ForkedLane(partial(_lane_in_child, batch_repo, options, batch_id, task_id, log))

@@ -77,6 +77,7 @@ class Coordinator:
             options.environment.get("PATH", ""),
             batch_repo.config.verify_parallel,
             masker_for(options.environment),
+            batch_repo.repo,
         )
         self.candidates = CandidateMemo()  # candidates built, kept between passes
         self.checks = BackgroundChecks(settings, self.results, self.candidates)

@@ -60,6 +60,9 @@ class CheckSettings:
     path_env: str
     workers: int | None
     mask: Masker
+    # the coordinator's repository: the worker takes a forked copy (what git said about the
+    # repository is known already) instead of asking git again each round
+    repo: GitRepo | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,11 @@ def _verify_in_child(
     pass would build, its checks run; the new results go back as one `CheckCache` text."""
     code = 1
     try:
-        repo = GitRepo(settings.root, GitRunner(settings.root))
+        repo = (
+            settings.repo.forked()
+            if settings.repo is not None
+            else GitRepo(settings.root, GitRunner(settings.root))
+        )
         built_before = set(candidates.built)
         intents_before = set(candidates.intents)
         verifier = Verifier(

@@ -29,8 +29,9 @@ reach of what runs there: while untrusted code runs, `untrusted()` watches the i
 before anyone takes it again. Files changed outside `writable_paths` come from `diff-files`
 (git's own stat data, in C), never from walking the tree in Python.
 
-The pool stays between runs (`tidy_pool` only drops what executors left beside the trees): a
-new slot costs one whole checkout, which a batch on a big repository must not pay per lane.
+The pool stays between runs when its trees are big (`tidy_pool` drops what executors left beside
+the trees): a new slot costs one whole checkout, which a batch on a big repository must not pay
+per lane. A small repository's trees go at the end of the run (decision 0030).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
 
 MAX_SLOTS = 64
+# A tree of fewer files is written out in well under a second: not worth keeping between runs.
+KEEP_TREES_FROM_FILES = 10_000
 # A whole checkout of a big repository on a slow disk takes minutes, not the default 2.
 _CHECKOUT_TIMEOUT_S = 3600.0
 # Stat data must catch every change: compare ctime, inode and all, whatever the user set.
@@ -279,9 +282,13 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def tidy_pool(repo: GitRepo) -> None:
+def tidy_pool(repo: GitRepo, keep_from_files: int | None = None) -> None:
     """At the end of a run: what executors left beside the free slots' trees (their
-    repositories, prompts) goes; the trees stay for the next run (each costs a checkout)."""
+    repositories, prompts) goes. The trees stay for the next run when writing one out is
+    expensive — an index of `keep_from_files` entries or more (decision 0030) — and go with
+    their slot otherwise: a small repository's tree is checked out again in milliseconds, and
+    a pool of ten of them would only fill `.git`."""
+    threshold = KEEP_TREES_FROM_FILES if keep_from_files is None else keep_from_files
     folder = pool_folder(repo)
     for slot in sorted(folder.glob("slot-*")):
         if slot.is_symlink() or not slot.is_dir():
@@ -294,7 +301,27 @@ def tidy_pool(repo: GitRepo) -> None:
             continue
         else:
             with contextlib.suppress(OSError):
+                if _index_entries(slot / "index") < threshold:
+                    _remove(slot / "tree")
+                    _remove(slot / "index")
+                    _remove(slot / PROMPT_FILE)
+                    _remove(slot / _ASIDE)
+                    continue
                 _real_folder(slot / "tree")
                 CheckoutTree(slot / "tree", slot / "index", repo, slot).drop_lane()
         finally:
             os.close(lock)
+
+
+def _index_entries(index: Path) -> int:
+    """The number of entries a git index holds (its header: `DIRC`, version, count); 0 for
+    anything that is no index."""
+    try:
+        fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 0
+    with os.fdopen(fd, "rb") as handle:
+        header = handle.read(12)
+    if len(header) < 12 or header[:4] != b"DIRC":
+        return 0
+    return int.from_bytes(header[8:12], "big")
