@@ -12,13 +12,12 @@ its slot with its death) and, holding it, moves the slot's tree to what it needs
    and device in the tree: git never sees the last three, and its stat check looks *through* a
    link that replaced a folder and finds the files behind it unchanged (tracked links come
    back in the next step, a handful of files);
-3. `diff-files` lists every tracked file whose stat data (ctime and inode included, whatever
-   the user configured; racy entries by content) no longer matches the index, and
-   `checkout-index -f` writes those again from the index;
-4. `clean -ffdx` removes every file the index does not know, ignored ones too (and fails if
+3. `clean -ffdx` removes every file the index does not know, ignored ones too (and fails if
    it cannot);
-5. files and index now agree, so `read-tree -m -u` moves both by what differs between the
-   index and the tree asked for, without looking at the other files again.
+4. `read-tree --reset -u` moves the index to the tree asked for and writes again every file
+   that tree changes and every tracked file whose stat data (ctime and inode included, whatever
+   the user configured; racy entries by content) no longer matches the index — one pass over
+   the files, where `diff-files`, `checkout-index` and `read-tree -m` took two.
 
 Any step failing, the slot is rebuilt from nothing.
 
@@ -175,13 +174,11 @@ def _move(repo: GitRepo, slot: Path, tree: str) -> CheckoutTree:
     try:
         _take_back(checkout)
         _sweep(checkout.root)
-        # files that differ from the index, by git's stat check: written again from the index
-        dirty = checkout._git(["diff-files", "--name-only", "-z"])
-        if dirty:
-            checkout._git(["checkout-index", "-f", "-u", "-z", "--stdin"], stdin=dirty)
         checkout._git(["clean", "-ffdxq"])
-        # now files and index agree: move both by what differs between the index and `tree`
-        checkout._git(["read-tree", "-m", "-u", tree])
+        # One pass over the files: the index moves to `tree`, and every file that is not what
+        # the index says (by git's stat check: ctime and inode too; racy ones by content) or
+        # that `tree` changes is written again.
+        checkout._git(["read-tree", "--reset", "-u", tree])
         return checkout
     except (GitError, OSError, subprocess.SubprocessError):
         pass
