@@ -175,8 +175,10 @@ class GitRepo:
         copy._git_dir = self._git_dir
         copy._common_dir = self._common_dir
         copy._objects_path = self._objects_path
-        copy._ancestry = dict(self._ancestry)
-        copy._commits = dict(self._commits)
+        # facts about immutable objects: shared, not copied (a fork has its own memory anyway)
+        copy._ancestry = self._ancestry
+        copy._commits = self._commits
+        copy._folders = self._folders
         return copy
 
     def git_directory(self) -> Path:
