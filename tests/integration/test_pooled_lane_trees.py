@@ -64,6 +64,13 @@ def _run_bad_then_good(
     return repo, out, done
 
 
+def _pool_slots(repo: Path) -> list[Path]:
+    """The slots of the repository's pool of trees; there is at least one after a run."""
+    slots = list((repo / ".git/imm/trees").glob("slot-*"))
+    assert slots
+    return slots
+
+
 @pytest.fixture
 def after_tampering(tmp_path: Path) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
     return _run_bad_then_good(tmp_path)
@@ -120,8 +127,7 @@ def test_no_executor_repository_or_prompt_is_left_in_the_pool_when_imm_run_retur
     after_tampering: tuple[Path, Path, subprocess.CompletedProcess[str]],
 ) -> None:
     repo, _, _ = after_tampering
-    slots = list((repo / ".git/imm/trees").glob("slot-*"))
-    assert slots
+    slots = _pool_slots(repo)
     assert not [slot for slot in slots if (slot / "tree/.git").exists()]
     assert not [slot for slot in slots if (slot / "prompt.md").exists()]
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
@@ -223,8 +229,7 @@ def test_a_small_repositorys_trees_leave_the_pool_when_imm_run_returns(
     after_tampering: tuple[Path, Path, subprocess.CompletedProcess[str]],
 ) -> None:
     repo, _, _ = after_tampering
-    slots = list((repo / ".git/imm/trees").glob("slot-*"))
-    assert slots
+    slots = _pool_slots(repo)
     assert not [slot for slot in slots if (slot / "tree").exists() or (slot / "index").exists()]
 
 

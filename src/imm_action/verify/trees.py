@@ -298,14 +298,12 @@ def tidy_pool(repo: GitRepo, keep_from_files: int | None = None) -> None:
             continue
         else:
             with contextlib.suppress(OSError):
-                if _index_entries(slot / "index") < threshold:
-                    _remove(slot / "tree")
-                    _remove(slot / "index")
-                    _remove(slot / PROMPT_FILE)
-                    _remove(slot / _ASIDE)
-                    continue
-                _real_folder(slot / "tree")
-                CheckoutTree(slot / "tree", slot / "index", repo, slot).drop_lane()
+                checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot)
+                _real_folder(checkout.root)
+                checkout.drop_lane()
+                if _index_entries(checkout.index) < threshold:
+                    _remove(checkout.root)
+                    _remove(checkout.index)
         finally:
             os.close(lock)
 
