@@ -553,3 +553,27 @@ def test_the_verdict_of_a_batch_with_a_parked_child_names_it() -> None:
     decided = verdict(state, [])
     assert decided.batch_state is BatchState.NEEDS_HUMAN
     assert decided.reason.startswith("task a needs a person: batch_integration_conflict")
+
+
+# -- a lineage failure (reference `failLineage`) ----------
+def _fail_lineage(state: BatchRunState) -> BatchRunState:
+    facts = PassFacts(HeadFacts(head=None, recorded=BASE, contains_recorded=False), reads=3)
+    decided = decide_batch(state, DIGEST, facts)
+    assert isinstance(decided, BatchDecision)
+    assert decided.state.batch_state is BatchState.FAILED
+    return decided.state
+
+
+def test_a_lineage_failure_with_no_lane_in_flight_keeps_its_reason() -> None:
+    failed = _fail_lineage(batch(pending("a"), pending("b", ("a",))))
+    told = verdict(failed, [])
+    assert told.reason.startswith(f"{reasons.LINEAGE_BROKEN}: imm/x was deleted")
+    assert failed.stop_reason == told.reason
+
+
+def test_a_lineage_failure_skips_the_dependents_of_the_lanes_it_parks() -> None:
+    failed = _fail_lineage(admitted("a"))
+    assert child(failed, "a").state is ChildState.NEEDS_HUMAN
+    assert (child(failed, "a").reason or "").startswith(reasons.LINEAGE_BROKEN)
+    assert child(failed, "dependent").state is ChildState.SKIPPED_BLOCKED
+    assert child(failed, "dependent").reason == "dependency a parked"

@@ -209,8 +209,14 @@ def cancel(state: BatchRunState) -> BatchRunState:
 
 
 def fail_lineage(state: BatchRunState, reason: str) -> BatchRunState:
+    """The batch fails with the reason kept on the state (no lane may be in flight to carry
+    it), every lane in flight parked with it, and the dependents of every parked child skipped,
+    as the reference's `failLineage` does."""
     stopped = stop_in_flight(state, reason)
-    return stopped.model_copy(update={"batch_state": BatchState.FAILED})
+    for child in stopped.children:
+        if child.state is ChildState.NEEDS_HUMAN:
+            stopped = skip_dependents(stopped, child.task_id)
+    return stopped.model_copy(update={"batch_state": BatchState.FAILED, "stop_reason": reason})
 
 
 def adopt_head(

@@ -89,7 +89,7 @@ def _terminal_verdict(state: BatchRunState) -> Verdict:
             f"continue the batch when ready, or start afresh from {state.base_ref}",
         ),
         BatchState.FAILED: (
-            _first_reason(state, "the batch failed"),
+            state.stop_reason or _first_reason(state, "the batch failed"),
             f"start afresh from {state.base_ref} ({branch} is archived first)",
         ),
         BatchState.BUDGET_STOPPED: (

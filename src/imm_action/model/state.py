@@ -171,6 +171,9 @@ class BatchRunState(StrictModel):
     created_at: Timestamp
     updated_at: Timestamp
     continues: Continuation | None = None
+    # Why a batch stopped when no child carries it (a lineage failure with no lane in flight):
+    # the report's reason, which would otherwise be lost with the pass that decided it.
+    stop_reason: str | None = None
 
     @model_validator(mode="after")
     def _invariants_hold(self) -> BatchRunState:
