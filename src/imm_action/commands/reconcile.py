@@ -82,6 +82,7 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     request = pass_request(
         batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit, stopped=stopped
     )
+    request = replace(request, parallel_asked=args.max_parallel)
     lanes = None
     if ports.github_run is not None:
         queue_timeout = timedelta(minutes=batch_repo.config.lane_queue_timeout_minutes)

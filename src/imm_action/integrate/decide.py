@@ -40,6 +40,7 @@ from imm_action.integrate.reasons import (
     LANE_NEEDS_PERSON,
     LINEAGE_BROKEN,
     OUTCOME_MISMATCH,
+    PARALLEL_MISMATCH,
 )
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
@@ -176,6 +177,20 @@ def decide_start(rules: StartRules, facts: StartFacts) -> StartDecision:
             "belongs to no finished batch; merge or delete it, then start again"
         )
     return Start(reset_from=existing)
+
+
+def parallel_mismatch(state: BatchRunState, asked: int | None) -> str | None:
+    """A live batch keeps the max_parallel it started with (the reference refuses a resume
+    that asks for another): why a resume asking `asked` is refused, or None."""
+    if asked is None or asked == state.max_parallel or state.batch_state.is_terminal:
+        return None
+    slug = state.initiative_slug
+    return (
+        f"{PARALLEL_MISMATCH}: batch {state.batch_id} runs with max_parallel "
+        f"{state.max_parallel}, not {asked}; resume it without --max-parallel (or with "
+        f"{state.max_parallel}), or cancel it (`imm cancel {slug}`) and run it again with "
+        f"--max-parallel {asked}: the continuation keeps every integrated task"
+    )
 
 
 def all_settled(finished: Sequence[BatchRunState], enrollable: Sequence[str]) -> bool:

@@ -16,6 +16,9 @@ CANCELLED: Final = "cancelled"
 # A lane publishes its outcome and its branch in one CAS: disagreement means another writer.
 OUTCOME_MISMATCH: Final = "lane_outcome_mismatch"
 
+# A refusal, not a child's reason: a resume asked for another max_parallel than the batch's.
+PARALLEL_MISMATCH: Final = "batch_parallel_mismatch"
+
 # A parked child's pending dependents are skipped with this reason.
 DEPENDENCY_PARKED: Final = "dependency {task_id} parked"
 LANE_NEEDS_PERSON: Final = "the lane needs a person"

@@ -135,7 +135,7 @@ class Coordinator:
         self.verify_here = False
         if self.options.max_parallel is not None:
             plan = request.plan.model_copy(update={"max_parallel": self.options.max_parallel})
-            request = replace(request, plan=plan)
+            request = replace(request, plan=plan, parallel_asked=self.options.max_parallel)
         ports = pass_ports(
             self.batch_repo,
             self._event,

@@ -34,6 +34,7 @@ from imm_action.integrate.decide import (
     decide_batch,
     decide_landings,
     decide_start,
+    parallel_mismatch,
     ready_to_integrate,
     startable_children,
 )
@@ -86,6 +87,9 @@ class PassRequest:
     # in the result cache yet waits as if its lane had not ended (`PassResult.unverified`);
     # `imm run` verifies it in the background and lands it in a later pass, lanes going on.
     verify: bool = True
+    # The max_parallel a person asked for (command line, `/imm run --max-parallel`), not the
+    # config's: a live batch resumed with another one is refused (`batch_parallel_mismatch`).
+    parallel_asked: int | None = None
 
 
 @dataclass
@@ -234,7 +238,7 @@ class _Pass:
                 raise UsageError(f"no batch {wanted}")
             if found.state.initiative_slug != self.request.slug:
                 raise UsageError(f"batch {wanted} belongs to {found.state.initiative_slug}")
-            return found
+            return self._resumed(found)
         # Read the branch before the batches: a batch is created with its branch in one CAS, so
         # a branch seen here means its batch is seen below (or the start loses the CAS).
         existing = self.ports.refs.read([self.branch_ref])[self.branch_ref]
@@ -266,7 +270,7 @@ class _Pass:
             case Resume():
                 if active is None:
                     raise UsageError(f"initiative {self.request.slug} has no active batch")
-                return active
+                return self._resumed(active)
             case ReportAgain():
                 return earlier[-1]
             case Refuse(message=message):
@@ -275,6 +279,12 @@ class _Pass:
                 return again
             case Start(reset_from=reset_from):
                 return self._start(reset_from)
+
+    def _resumed(self, stored: StoredBatch) -> StoredBatch:
+        refused = parallel_mismatch(stored.state, self.request.parallel_asked)
+        if refused is not None:
+            raise UsageError(refused)
+        return stored
 
     def _start_plan(self) -> StartPlan:
         request = self.request
