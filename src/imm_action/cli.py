@@ -98,7 +98,7 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
 
     initiatives = _initiatives(Path(ns.repo))
     slug = initiatives.slug_of(ns.slug)  # an `initiative` input may name the issue: `#123`
-    args = plan.PlanArgs(slug, Path(ns.repo), ns.format, ns.max_parallel)
+    args = plan.PlanArgs(slug, Path(ns.repo), ns.format, ns.max_parallel, ns.max_children)
     from imm_action.ports import Ports
 
     return plan.run(args, Ports(io, initiatives))
@@ -206,6 +206,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         ns.format,
         os.environ.get("PATH", ""),
         max_parallel=ns.max_parallel,
+        max_children=ns.max_children,
         actions=_actions_files(),
         continue_stopped=ns.continue_stopped,
         given_as=ns.slug,
@@ -257,7 +258,7 @@ def _run(ns: argparse.Namespace, io: CommandIO) -> int:
 
     args = run.RunArgs(
         ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json,
-        dict(os.environ), ns.fresh,
+        dict(os.environ), ns.fresh, ns.max_children,
     )  # fmt: skip
     return run.run(args, _ports(ns, io))
 
@@ -331,6 +332,13 @@ def _options() -> dict[str, _Parser]:
             metavar="N",
             help="at most N lanes at once",
         ),
+        "max-children": option(
+            "--max-children",
+            type=_positive_int,
+            default=None,
+            metavar="N",
+            help="at most N tasks of the batch get a lane (the budget; default: all)",
+        ),
         "executor": option(
             "--executor",
             type=_command_line,
@@ -357,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = sub.add_parser(
         "plan", help="show the batch plan of an initiative (a dry run)",
-        parents=[o["repo"], o["max-parallel"]],
+        parents=[o["repo"], o["max-parallel"], o["max-children"]],
     )  # fmt: skip
     plan.add_argument(
         "slug",
@@ -380,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     batch = [o["repo"], o["batch-id"], o["remote"]]
-    _add_reconcile(sub, [*batch, o["report-format"], o["max-parallel"]])
+    _add_reconcile(sub, [*batch, o["report-format"], o["max-parallel"], o["max-children"]])
 
     status = sub.add_parser(
         "status", help="show a batch's report", parents=[*batch, o["report-format"]]
@@ -390,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run", help="run a batch here: worktree lanes, live progress",
-        parents=[o["repo"], o["max-parallel"], o["executor"]],
+        parents=[o["repo"], o["max-parallel"], o["max-children"], o["executor"]],
     )  # fmt: skip
     run.add_argument("slug", type=_identifier)
     run.add_argument(

@@ -306,6 +306,7 @@ def plan_initiative(
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,
         qa_failure_limit=config.qa_failure_limit,
+        max_children=config.max_children,
         integrated_before=integrated_before or {},
     )
     readings = {task_id: file.reading for task_id, file in intents.items()}

@@ -140,8 +140,22 @@ def test_budget_defaults_to_every_enrollable_task() -> None:
     assert (plan.budget.max_children, plan.budget.qa_failure_limit) == (2, 2)
 
 
+def test_a_budget_above_the_enrollable_count_means_every_task() -> None:
+    graph = {"a": [], "b": []}
+    options = PlanOptions(max_parallel=1, max_children=3)
+    plan = build_plan(_initiative(graph), _readings(graph, {}), options)
+    assert plan.budget.max_children == 2
+
+
+def test_a_budget_below_the_enrollable_count_is_kept() -> None:
+    graph = {"a": [], "b": [], "c": []}
+    options = PlanOptions(max_parallel=1, max_children=2)
+    plan = build_plan(_initiative(graph), _readings(graph, {}), options)
+    assert plan.budget.max_children == 2
+
+
 @pytest.mark.parametrize("options", [PlanOptions(max_parallel=0), PlanOptions(max_parallel=257),
-                                     PlanOptions(max_parallel=1, max_children=3)])  # fmt: skip
+                                     PlanOptions(max_parallel=1, max_children=0)])  # fmt: skip
 def test_impossible_options_are_refused(options: PlanOptions) -> None:
     graph = {"a": [], "b": []}
     with pytest.raises(PlanInputError):

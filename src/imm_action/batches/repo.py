@@ -6,7 +6,7 @@ import getpass
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import UsageError
 from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
-from imm_action.git.repo import GitRepo
+from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.local import LocalLanes
@@ -44,6 +44,22 @@ class BatchRepo:
         Its refs are the repository's own, as for `imm lane` without `--remote`."""
         repo = self.repo.forked()
         return BatchRepo(self.root, repo, LocalRefStore(repo), self.config, self.initiatives)
+
+
+def committer_of(config: RepoConfig) -> Identity:
+    """The configured committer of lane commits and candidates, else imm-action."""
+    if config.committer is None:
+        return IMM_IDENTITY
+    return Identity(config.committer.name, config.committer.email)
+
+
+def with_overrides(batch_repo: BatchRepo, **asked: int | None) -> BatchRepo:
+    """The batch repository with the config values given on the command line (those not None)
+    in place of the config's."""
+    update = {name: value for name, value in asked.items() if value is not None}
+    if not update:
+        return batch_repo
+    return replace(batch_repo, config=batch_repo.config.model_copy(update=update))
 
 
 def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:
@@ -135,6 +151,7 @@ def pass_request(
         barrier_globs=tuple(batch_repo.config.barrier_files),
         stopped=stopped,
         retry=retry,
+        committer=committer_of(batch_repo.config),
     )
 
 

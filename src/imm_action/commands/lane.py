@@ -11,7 +11,7 @@ from typing import TextIO
 
 from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
 from imm_action.actions.summary import lane_summary
-from imm_action.batches.repo import BatchRepo, open_batch_repo
+from imm_action.batches.repo import BatchRepo, committer_of, open_batch_repo
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
@@ -138,6 +138,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         lane_setup=args.lane_setup or batch_repo.config.lane_setup,
         timeout_s=batch_repo.config.lane_timeout_minutes * 60.0,
         executor_env=tuple(batch_repo.config.executor_env),
+        committer=committer_of(batch_repo.config),
     )
     verifier = Verifier(
         batch_repo.repo,

@@ -32,6 +32,7 @@ class PlanArgs:
     repo: Path
     format: PlanFormat
     max_parallel: int | None
+    max_children: int | None = None
 
 
 def run(args: PlanArgs, ports: Ports) -> int:
@@ -43,8 +44,11 @@ def run(args: PlanArgs, ports: Ports) -> int:
     loaded = load_config(repo)
     for warning in loaded.warnings:
         io.warn(warning.render())
+    config = loaded.config
+    if args.max_children is not None:
+        config = config.model_copy(update={"max_children": args.max_children})
     plan, intents = plan_initiative(
-        repo, args.slug, loaded.config, max_parallel=args.max_parallel, initiatives=initiatives
+        repo, args.slug, config, max_parallel=args.max_parallel, initiatives=initiatives
     )
     for file in intents.values():
         for problem in file.problems:

@@ -9,7 +9,13 @@ from pathlib import Path
 from imm_action.actions.runtime import ActionsFiles, append_summary, pass_outputs, write_outputs
 from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
-from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
+from imm_action.batches.repo import (
+    BatchRepo,
+    open_batch_repo,
+    pass_ports,
+    pass_request,
+    with_overrides,
+)
 from imm_action.console import CommandIO
 from imm_action.errors import ImmError, UsageError
 from imm_action.git.refs import RemoteRefStore
@@ -34,6 +40,7 @@ class ReconcileArgs:
     format: str
     path_env: str
     max_parallel: int | None = None  # overrides the config's for a new batch
+    max_children: int | None = None  # likewise: the budget of a new batch
     actions: ActionsFiles | None = None  # on GitHub Actions: step outputs and job summary
     # A person asked to run the initiative (`/imm run`): a stopped batch is continued.
     continue_stopped: bool = False
@@ -72,10 +79,11 @@ class ReconcilePorts(Ports):
 
 def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     io, github = ports.io, ports.reporting
-    batch_repo = open_batch_repo(args.repo, args.remote, ports.initiatives)
-    if args.max_parallel is not None:
-        config = batch_repo.config.model_copy(update={"max_parallel": args.max_parallel})
-        batch_repo = replace(batch_repo, config=config)
+    batch_repo = with_overrides(
+        open_batch_repo(args.repo, args.remote, ports.initiatives),
+        max_parallel=args.max_parallel,
+        max_children=args.max_children,
+    )
     if args.lane_bundles is not None:
         _import_bundles(args, args.lane_bundles, io, batch_repo)
     stopped = Stopped.CONTINUE if args.continue_stopped else Stopped.RESUME

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import BatchRepo, open_batch_repo
+from imm_action.batches.repo import BatchRepo, open_batch_repo, with_overrides
 from imm_action.console import CommandIO
 from imm_action.errors import (
     EXIT_INTERRUPTED,
@@ -43,6 +43,7 @@ class RunArgs:
     json: bool
     environment: Mapping[str, str]
     fresh: bool = False
+    max_children: int | None = None  # the budget of a batch this run starts
 
 
 def run(args: RunArgs, ports: Ports) -> int:
@@ -54,7 +55,10 @@ def run(args: RunArgs, ports: Ports) -> int:
     progress: LiveProgress | PlainProgress | None = None
     try:
         with _sigterm_as_interrupt():
-            batch_repo = open_batch_repo(args.repo, None, ports.initiatives)
+            batch_repo = with_overrides(
+                open_batch_repo(args.repo, None, ports.initiatives),
+                max_children=args.max_children,
+            )
             coordinator, progress = _coordinator(args, io, batch_repo)
             state = coordinator.run()
     except KeyboardInterrupt as stop:

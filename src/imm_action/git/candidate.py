@@ -86,6 +86,7 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
         lane.message,
         author=lane.author,
         author_date=lane.author_date,
+        committer=lane.committer,  # who the repository's config names (or imm-action)
         committer_date=lane.committer_date,
     )
     lane_change, candidate_change = repo.change_identities(

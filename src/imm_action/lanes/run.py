@@ -67,6 +67,7 @@ class LaneSpec:
     lane_setup: str | None = None
     timeout_s: float = 3600.0
     executor_env: tuple[str, ...] = ()  # names the repository config maps in
+    committer: Identity = IMM_IDENTITY  # the config's `committer`
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class _Lane:
         """The one lane commit: its only parent is the lane base."""
         spec = self.spec
         now = self.git_date()
-        author, author_date = _author(self.lane_repo, spec.base_head, now)
+        author, author_date = _author(self.lane_repo, spec.base_head, now, spec.committer)
         message = lane_commit_message(spec.task_id, intent.subject, spec.batch_id)
         lane_commit = self.repo.commit_tree(
             tree,
@@ -214,6 +215,7 @@ class _Lane:
             message,
             author=author,
             author_date=author_date,
+            committer=spec.committer,
             committer_date=now,
         )
         print(f"imm: lane commit {lane_commit}", file=self.log, flush=True)
@@ -306,14 +308,16 @@ class _Lane:
         return outcome.model_copy(update={"failures": list(failures)})
 
 
-def _author(lane_repo: LaneRepository, base: str, now: str) -> tuple[Identity, str]:
-    """The executor's identity when it committed its work, else imm's own."""
+def _author(
+    lane_repo: LaneRepository, base: str, now: str, committer: Identity
+) -> tuple[Identity, str]:
+    """The executor's identity when it committed its work, else the committer's."""
     head = lane_repo.executor_head()
     if head is not None and head != base:
         info = lane_repo.executor_commit(head)
         if info is not None:
             return info.author, info.author_date
-    return IMM_IDENTITY, now
+    return committer, now
 
 
 def _imm_variables(spec: LaneSpec, prompt: Path) -> dict[str, str]:

@@ -40,6 +40,22 @@ class CommandsConfig(_ConfigModel):
     allowed_permission: Permission = "write"
 
 
+# A name git writes into a commit header: no angle brackets or control characters, which would
+# forge or break the header.
+PersonName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^<>\x00-\x1f\x7f]+$")]
+PersonEmail = Annotated[
+    str,
+    Field(min_length=3, max_length=254, pattern=r"^[^<>\s\x00-\x1f\x7f]+@[^<>\s\x00-\x1f\x7f]+$"),
+]
+
+
+class CommitterConfig(_ConfigModel):
+    """Who commits a batch's lane commits and candidates (default imm-action)."""
+
+    name: PersonName
+    email: PersonEmail
+
+
 class RepoConfig(_ConfigModel):
     max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] = DEFAULT_MAX_PARALLEL
     executor: CommandLine | None = None
@@ -51,6 +67,12 @@ class RepoConfig(_ConfigModel):
     base_ref: str | None = None
     barrier_files: list[str] = Field(default_factory=list)
     require_spec_binding: bool = False
+    # At most this many tasks of a batch get a lane (the plan's budget, SPEC §4.5); None: all
+    # enrollable. A batch that used it stops as `budget_stopped`; `imm run` continues it.
+    max_children: Annotated[int, Field(ge=1)] | None = None
+    # The committer of lane commits, the candidates built from them and a continuation's merge
+    # of the base branch; imm's own bookkeeping commits (state, outcomes) stay imm-action's.
+    committer: CommitterConfig | None = None
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     # Variables of the caller's environment passed to executors besides the built-in allowlist
     # (README "What an executor sees"); GITHUB_TOKEN, GH_TOKEN, ACTIONS_* never pass.

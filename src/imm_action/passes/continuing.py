@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from imm_action.errors import ImmError, NeedsHumanError
 from imm_action.git.refs import RefStore
-from imm_action.git.repo import IMM_IDENTITY, RefUpdate
+from imm_action.git.repo import IMM_IDENTITY, Identity, RefUpdate
 from imm_action.integrate import transitions as t
 from imm_action.integrate.continuation import (
     REASON_CONTINUED,
@@ -56,6 +56,7 @@ class StartPlan:
     new_batch_id: str
     stopped: Stopped
     retry: str | None  # `imm retry <task>`: only it and what it skipped run again
+    committer: Identity = IMM_IDENTITY  # of the base branch's merge into the batch branch
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ class Continuing:
         )
         commit = self.repo.commit_tree(
             merged.tree, [branch_head, base], message,
-            author=IMM_IDENTITY, author_date=stamp, committer_date=stamp,
+            author=start.committer, author_date=stamp,
+            committer=start.committer, committer_date=stamp,
         )  # fmt: skip
         return commit, base
 

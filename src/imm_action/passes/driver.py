@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from imm_action.errors import ImmError, UsageError
 from imm_action.git.errors import GitConflict
 from imm_action.git.refs import RefStore
-from imm_action.git.repo import RefUpdate
+from imm_action.git.repo import IMM_IDENTITY, Identity, RefUpdate
 from imm_action.integrate import transitions as t
 from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.decide import (
@@ -90,6 +90,7 @@ class PassRequest:
     # The max_parallel a person asked for (command line, `/imm run --max-parallel`), not the
     # config's: a live batch resumed with another one is refused (`batch_parallel_mismatch`).
     parallel_asked: int | None = None
+    committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
 
 
 @dataclass
@@ -292,6 +293,7 @@ class _Pass:
             slug=request.slug, plan=request.plan, base_ref=request.base_ref,
             base_head=request.base_head, authorized_by=request.authorized_by,
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
+            committer=request.committer,
         )  # fmt: skip
 
     def _stopped(self, existing: str | None) -> StoredBatch | None:

@@ -147,14 +147,12 @@ def _status_of(
 
 
 def _budget(options: PlanOptions, enrollable: int) -> dict[str, int]:
-    if options.max_children is None:
-        return {"max_children": enrollable, "qa_failure_limit": options.qa_failure_limit}
-    if not 1 <= options.max_children <= max(enrollable, 1):
-        raise PlanInputError(
-            f"max_children must be between 1 and the {enrollable} enrollable tasks, "
-            f"got {options.max_children}"
-        )
-    return {"max_children": options.max_children, "qa_failure_limit": options.qa_failure_limit}
+    # A budget above the enrollable count means all of them: the config's one value serves
+    # initiatives of every size (the reference refuses it; ADR 0041).
+    if options.max_children is not None and options.max_children < 1:
+        raise PlanInputError(f"max_children must be at least 1, got {options.max_children}")
+    wanted = enrollable if options.max_children is None else options.max_children
+    return {"max_children": min(wanted, enrollable), "qa_failure_limit": options.qa_failure_limit}
 
 
 def _schedule_view(
