@@ -140,3 +140,18 @@ def test_a_committer_that_would_forge_a_commit_header_is_refused_by_check(
     assert code == 2
     assert ".github/imm.yml:" in out + err
     assert "committer" in out + err
+
+
+def test_require_spec_binding_true_is_refused_at_its_line_rather_than_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = "max_parallel: 2\nrequire_spec_binding: true\n"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
+    code, out, err = run_cli(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert ".github/imm.yml:2:" in out + err
+    assert "binds no spec pairs" in out + err
+    repo = make_project(
+        tmp_path / "ok", {"a": []}, extra_files={".github/imm.yml": "require_spec_binding: false\n"}
+    )
+    assert run_cli(capsys, "check", "--repo", str(repo))[0] == 0

@@ -25,6 +25,19 @@ def _splits(text: str) -> str:
 
 
 CommandLine = Annotated[str, AfterValidator(_splits)]
+
+
+def _no_spec_binding(value: bool) -> bool:
+    """immune-brain's spec-pair exclusion has no counterpart here (ADR 0042): `true` is refused
+    rather than silently ignored; `false` is accepted so older configs stay valid."""
+    if value:
+        raise ValueError(
+            "true is not supported: imm plans from task intents and binds no spec pairs "
+            "(docs/decisions/0042); remove the key"
+        )
+    return value
+
+
 DEFAULT_MAX_PARALLEL = 4
 
 Permission = Literal["read", "triage", "write", "maintain", "admin"]
@@ -66,7 +79,7 @@ class RepoConfig(_ConfigModel):
     lane_queue_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] = 30
     base_ref: str | None = None
     barrier_files: list[str] = Field(default_factory=list)
-    require_spec_binding: bool = False
+    require_spec_binding: Annotated[bool, AfterValidator(_no_spec_binding)] = False
     # At most this many tasks of a batch get a lane (the plan's budget, SPEC §4.5); None: all
     # enrollable. A batch that used it stops as `budget_stopped`; `imm run` continues it.
     max_children: Annotated[int, Field(ge=1)] | None = None
