@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from imm_action.ports import Ports
 from imm_action.errors import EXIT_BROKEN_PIPE, EXIT_INVALID_INPUT, UsageError
 from imm_action.exits import run_guarded
-from imm_action.model.common import is_identifier
-from imm_action.model.plan import MAX_PARALLEL_LIMIT
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
+# The formats `imm schema` prints: the keys of imm_action.model.SCHEMA_MODELS, spelled here so
+# that building the parser loads no model (tests/unit/test_cli_startup.py keeps them equal).
+SCHEMA_NAMES = ("config", "descriptor", "initiative", "intent", "plan", "report", "state")
 
 
 def _positive_int(text: str) -> int:
@@ -46,6 +47,10 @@ def _positive_int(text: str) -> int:
 
 def _lane_count(text: str) -> int:
     """--max-parallel: 1..256 (a GitHub matrix runs at most 256 jobs; SPEC §7)."""
+    # The models (pydantic) load only when an argument needs them: `imm --version` and
+    # `imm --help` stay fast (ADR 0003).
+    from imm_action.model.plan import MAX_PARALLEL_LIMIT
+
     value = _positive_int(text)
     if value > MAX_PARALLEL_LIMIT:
         raise argparse.ArgumentTypeError(
@@ -57,6 +62,8 @@ def _lane_count(text: str) -> int:
 
 def _identifier(text: str) -> str:
     """A slug, task id or batch id (SPEC §4.1 id pattern)."""
+    from imm_action.model.common import is_identifier
+
     if not is_identifier(text):
         shown = text if len(text) <= 40 else text[:37] + "..."
         raise argparse.ArgumentTypeError(
@@ -463,7 +470,6 @@ def _add_setup_commands(
     o: dict[str, _Parser],
 ) -> None:
     """Commands that set a repository up or show formats: init, demo, schema."""
-    from imm_action.model import SCHEMA_MODELS
 
     init = sub.add_parser(
         "init", help="write .github/imm.yml and the workflows, or bring them up to date",
@@ -482,7 +488,7 @@ def _add_setup_commands(
     demo.set_defaults(handler=_demo)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a file format")
-    schema.add_argument("name", nargs="?", choices=sorted(SCHEMA_MODELS))
+    schema.add_argument("name", nargs="?", choices=SCHEMA_NAMES)
     schema.add_argument("--write", metavar="DIR", help="write every schema into DIR instead")
     schema.set_defaults(handler=_schema)
 

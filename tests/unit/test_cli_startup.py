@@ -1,0 +1,35 @@
+"""`imm --version` and `imm --help` load no model: pydantic's import is most of a cold start
+(ADR 0003). Timing lives in benchmarks; these tests hold what makes it fast."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from imm_action.cli import SCHEMA_NAMES
+from imm_action.model import SCHEMA_MODELS
+
+
+def test_the_cli_offers_every_schema_the_models_have() -> None:
+    assert tuple(sorted(SCHEMA_MODELS)) == SCHEMA_NAMES
+
+
+def _modules_loaded_by(*argv: str) -> set[str]:
+    code = (
+        "import sys\nfrom imm_action.cli import main\n"
+        f"try:\n    main({list(argv)!r})\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(done.stderr.split())
+
+
+def test_imm_version_loads_neither_pydantic_nor_any_model() -> None:
+    loaded = _modules_loaded_by("--version")
+    assert "pydantic" not in loaded
+    assert not {name for name in loaded if name.startswith("imm_action.model")}
+
+
+def test_imm_help_loads_neither_pydantic_nor_any_model() -> None:
+    loaded = _modules_loaded_by("--help")
+    assert "pydantic" not in loaded
