@@ -25,6 +25,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from imm_action.scaffold.pins import PINS, pinned
 from tests.batch_helpers import file_check
 from tests.conftest import initiative_files, intent
 from tests.fake_github import FakeGitHub
@@ -118,6 +119,16 @@ class ActRun:
     exit_code: int
     jobs: dict[str, str]  # job name -> "succeeded" / "failed"
     log: str
+
+
+def stand_in_arguments() -> list[str]:
+    """act maps a remote action to a folder only at its exact reference (act 0.2.89): each of
+    GitHub's actions at the commit imm pins it to (scaffold/pins.py)."""
+    arguments = []
+    for action in PINS:
+        folder = STAND_INS / action.removeprefix("actions/")
+        arguments += ["--local-repository", f"{pinned(action)}={folder}"]
+    return arguments
 
 
 @dataclass
@@ -266,11 +277,7 @@ class ActWorld:
             "-P", "ubuntu-latest=-self-hosted", "--no-skip-checkout", "--action-offline-mode",
             "--env-file", str(env_file), "--secret-file", str(self.root / "secrets"),
             "--var-file", str(self.root / "empty"), "--input-file", str(self.root / "empty"),
-            "--local-repository", f"actions/checkout@v5={STAND_INS / 'checkout'}",
-            "--local-repository", f"actions/setup-python@v6={STAND_INS / 'setup-python'}",
-            "--local-repository", f"actions/upload-artifact@v7={STAND_INS / 'upload-artifact'}",
-            "--local-repository",
-            f"actions/download-artifact@v7={STAND_INS / 'download-artifact'}",
+            *stand_in_arguments(),
         ]  # fmt: skip
         lines: list[str] = []
         jobs: dict[str, str] = {}

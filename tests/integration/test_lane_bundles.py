@@ -173,3 +173,23 @@ def test_an_ignored_bundle_is_listed_in_the_job_summary(
         "- `a` `imm-lane-'b'/lane.bundle`: **ignored**: lane a: names a ref it may not move: "
         "refs/heads/main" in text
     )
+
+
+def test_a_damaged_bundle_is_refused_alone_and_an_intact_one_beside_it_lands(
+    lane_job: LaneJob,
+) -> None:
+    """What `digest-mismatch: warn` on the download relies on (ADR 0043): an artifact damaged
+    in transit reaches the integrator, which refuses it by git's own checks, and nothing else
+    is held back by it."""
+    intact = lane_job.bundles / "imm-lane-a" / "a.bundle"
+    assert lane_job.lane("bundle", "--bundle", str(intact)) == 0
+    data = bytearray(intact.read_bytes())
+    middle = len(data) - 40  # inside the pack, before its trailing checksum
+    data[middle] ^= 0xFF
+    damaged = lane_job.bundles / "imm-lane-a-copy" / "a.bundle"
+    damaged.parent.mkdir()
+    damaged.write_bytes(bytes(data))
+    err = lane_job.reconcile()
+    assert "'imm-lane-a-copy/a.bundle' (a): ignored: git index-pack" in err
+    assert "(a): imported: its outcome of attempt 0 (settled) is pushed" in err
+    assert "imm(a)" in git(lane_job.remote, "log", "--format=%s", "refs/heads/imm/init")

@@ -3,6 +3,8 @@
 A missing file is written from its template. An existing file keeps everything its owner wrote —
 comments, order, values, extra jobs and steps — except what imm owns in it:
 - the `uses:` of every step that runs the imm action (its reference is chosen by `--action`);
+- the pin of a step running one of GitHub's actions imm uses, when it is still on an older
+  major or on a pin imm wrote before (scaffold/pins.py; a pin the user chose stays);
 - the inputs of `imm-batch.yml`'s `workflow_dispatch` and `workflow_call`, which must declare
   everything imm sends in a dispatch (GitHub refuses a dispatch with an undeclared input: 422).
 `.github/imm.yml` is the user's entirely once it exists.
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from imm_action.errors import InputError, Problem
+from imm_action.scaffold.pins import upgrade_of
 
 LOCAL_ACTION = "./"
 DEFAULT_ACTION = "imm-action/imm-action@v0"
@@ -116,10 +119,28 @@ def _update_uses(data: Any, action: str) -> list[str]:
         steps = job.get("steps") if isinstance(job, dict) else None
         for index, step in enumerate(steps or []):
             uses = step.get("uses") if isinstance(step, dict) else None
+            where = f"jobs.{job_name}.steps[{index}].uses"
             if _is_imm_action(uses) and uses != action:
                 step["uses"] = action
-                notes.append(f"jobs.{job_name}.steps[{index}].uses: {uses} -> {action}")
+                notes.append(f"{where}: {uses} -> {action}")
+            elif isinstance(uses, str) and (pin := upgrade_of(uses)) is not None:
+                step["uses"] = f"{uses.partition('@')[0]}@{pin.sha}"
+                _set_line_comment(step, "uses", f"# {pin.tag}")
+                notes.append(f"{where}: {uses} -> {step['uses']} ({pin.tag})")
     return notes
+
+
+def _set_line_comment(mapping: Any, key: str, text: str) -> None:
+    """`text` as the end-of-line comment of `key` (a pin's tag), replacing the one it had and
+    keeping the comment lines that follow it (ruamel stores them in the same token)."""
+    old = mapping.ca.items.pop(key, None)
+    following = ""
+    if old and old[2] is not None and "\n" in old[2].value:
+        following = old[2].value.split("\n", 1)[1]
+    mapping.yaml_add_eol_comment(text, key)
+    if following:
+        token = mapping.ca.items[key][2]
+        token.value = token.value.rstrip("\n") + "\n" + following
 
 
 def _triggers(data: Any) -> Any:
