@@ -244,7 +244,9 @@ class ActWorld:
 
     # -- running -----------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
-        keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_", "UV_", "PYTHON")
+        # SSL_CERT_*: the host's certificate authorities, which uv (the action's installer)
+        # reads from there as pip reads PIP_CERT
+        keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "PIP_", "UV_", "PYTHON", "SSL_CERT_")
         env = {k: v for k, v in os.environ.items() if k.startswith(keep)}
         env.update(
             HOME=str(self.home),

@@ -44,7 +44,7 @@ def test_the_pins_name_the_current_majors() -> None:
     majors = {action: pin.major for action, pin in PINS.items()}
     assert majors == {
         "actions/checkout": 7, "actions/setup-python": 7,
-        "actions/upload-artifact": 7, "actions/download-artifact": 8,
+        "actions/upload-artifact": 7, "actions/download-artifact": 8, "actions/cache": 5,
     }  # fmt: skip
     assert all(re.fullmatch(r"[0-9a-f]{40}", pin.sha) for pin in PINS.values())
 

@@ -26,6 +26,7 @@ PINS: dict[str, Pin] = {
     "actions/setup-python": Pin("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
     "actions/upload-artifact": Pin("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "actions/download-artifact": Pin("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "actions/cache": Pin("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
 }
 
 # Pins earlier releases of imm wrote (none yet as SHAs: they wrote tags): a rerun of `imm init`
