@@ -62,14 +62,11 @@ def _lane_count(text: str) -> int:
 
 def _identifier(text: str) -> str:
     """A slug, task id or batch id (SPEC §4.1 id pattern)."""
-    from imm_action.model.common import is_identifier
+    from imm_action.model.common import id_problem
 
-    if not is_identifier(text):
+    if (why := id_problem(text)) is not None:
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise argparse.ArgumentTypeError(
-            f"{shown!r} is not a valid id (letters, digits, '.', '_', '-', starting with a letter "
-            "or digit, at most 128 characters)"
-        )
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a valid id: {why}")
     return text
 
 

@@ -10,6 +10,7 @@ from imm_action.carriers.local import parse_local_initiative
 from imm_action.errors import InputError
 
 PATH = "docs/initiatives/x.md"
+ID_RULE = "ids are 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
 def _tasks(text: str) -> list[tuple[str, str, list[str]]]:
@@ -94,7 +95,7 @@ def test_every_problem_in_the_file_is_reported_at_once() -> None:
         f"{PATH}:4: Task a is blocked by 'ghost', which is not a Task of this initiative",
         f"{PATH}:4: Task a is blocked by itself",
         f"{PATH}:7: Task a is declared twice (first at line 3)",
-        f"{PATH}:10: task id 'bad id!' is not a valid id",
+        f"{PATH}:10: task id 'bad id!' is not a valid id: {ID_RULE}",
     ]
 
 

@@ -14,7 +14,7 @@ from imm_action.carriers.observed import (
     normalise,
 )
 from imm_action.errors import InputError, Problem
-from imm_action.model.common import is_identifier
+from imm_action.model.common import id_problem
 from imm_action.model.initiative import LocalCarrier
 from imm_action.plan.scope import js_trim
 
@@ -57,8 +57,10 @@ class _Slice:
 
 def read_local_initiative(inputs: CommittedInputs, slug: str) -> LocatedInitiative:
     relative = initiative_path(slug)
-    if not is_identifier(slug):
-        raise InputError([Problem(relative, None, f"initiative slug {slug!r} is not a valid id")])
+    if (why := id_problem(slug)) is not None:
+        raise InputError(
+            [Problem(relative, None, f"initiative slug {slug!r} is not a valid id: {why}")]
+        )
     if not has_local_initiative(inputs, slug):
         if inputs.in_working_tree(relative):
             why = f"is not committed ({UNCOMMITTED_NOTE})"

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from imm_action.errors import InputError, Problem
-from imm_action.model.common import is_identifier
+from imm_action.model.common import id_problem
 from imm_action.model.initiative import Carrier, Initiative, InitiativeTask
 from imm_action.plan.dag import CycleError, kahn_order
 
@@ -56,8 +56,8 @@ def normalise(
 ) -> LocatedInitiative:
     """SPEC §4.4 normalisation, shared by every carrier; all problems are reported together."""
     problems: list[Problem] = []
-    if not is_identifier(slug):
-        problems.append(origin.problem(f"initiative slug {slug!r} does not match the id pattern"))
+    if (why := id_problem(slug)) is not None:
+        problems.append(origin.problem(f"initiative slug {slug!r} is not a valid id: {why}"))
     problems.extend(_identity_problems(observed))
     known = {task.task_id for task in observed}
     for task in observed:
@@ -88,10 +88,11 @@ def _identity_problems(observed: Sequence[ObservedTask]) -> list[Problem]:
     first_task: dict[str, Location] = {}
     first_slice: dict[str, Location] = {}
     for task in observed:
-        if not is_identifier(task.task_id):
-            problems.append(task.location.problem(f"task id {task.task_id!r} is not a valid id"))
-        if not is_identifier(task.slice_id):
-            problems.append(task.location.problem(f"slice id {task.slice_id!r} is not a valid id"))
+        for kind, value in (("task", task.task_id), ("slice", task.slice_id)):
+            if (why := id_problem(value)) is not None:
+                problems.append(
+                    task.location.problem(f"{kind} id {value!r} is not a valid id: {why}")
+                )
         for seen, key, kind in (
             (first_task, task.task_id, "Task"),
             (first_slice, task.slice_id, "Slice"),

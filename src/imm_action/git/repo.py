@@ -272,6 +272,10 @@ class GitRepo:
             committer=Identity(committer_name, committer_email),
         )
 
+    def can_name(self, ref: str) -> bool:
+        """Whether git accepts `ref` as a full ref name (`git check-ref-format`)."""
+        return self.git.run(["check-ref-format", ref], ok_codes=(0, 1)).exit_code == 0
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         key = (ancestor, descendant)
         known = self._ancestry.get(key)

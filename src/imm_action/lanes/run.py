@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TextIO
 
+from imm_action.errors import ImmError
 from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
@@ -38,7 +39,7 @@ from imm_action.model.outcome import (
     LaneOutcome,
     lane_commit_message,
 )
-from imm_action.model.refs import lane_branch
+from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
@@ -86,6 +87,15 @@ def run_lane(
     git_date: Callable[[], str],
 ) -> LaneResult:
     repo = refs.repo
+    # The refs the lane publishes at its end must be nameable before the executor does paid
+    # work (ids are checked when planned; this holds whatever state reached the lane).
+    publishes = (
+        heads(lane_branch(spec.slug, spec.task_id)),
+        lane_outcome_ref(spec.batch_id, spec.task_id),
+    )
+    unnameable = [ref for ref in publishes if not repo.can_name(ref)]
+    if unnameable:
+        raise ImmError(f"lane {spec.task_id}: git cannot name {', '.join(unnameable)}; nothing ran")
     # A tree of the pool, complete and clean at the lane base whatever its last holder did;
     # held (flock) until the lane is done, then left for the next holder to move.
     with checked_out(repo, spec.base_head) as checkout:

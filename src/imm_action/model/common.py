@@ -8,7 +8,7 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -16,14 +16,39 @@ DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 TIMESTAMP_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 GIT_OID_PATTERN = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
 
-Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be a task id, slice id, slug or batch id, or None. Besides the id
+    pattern (SPEC §4.1), git must be able to name a ref after it — branches
+    `imm-lane/<slug>/<task>`, outcome refs — so `git check-ref-format`'s rules for one path
+    component hold too: no `..`, no trailing `.`, no `.lock` suffix (the pattern already
+    excludes a leading `.`, `/`, spaces, control characters and `~^:?*[\\@{`)."""
+    if ID_RE.fullmatch(value) is None:
+        return "ids are 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if ".." in value:
+        return "git cannot name a ref that holds '..'"
+    if value.endswith("."):
+        return "git cannot name a ref that ends with '.'"
+    if value.endswith(".lock"):
+        return "git cannot name a ref that ends with '.lock'"
+    return None
+
+
+def _git_can_name(value: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+Identifier = Annotated[str, StringConstraints(pattern=ID_PATTERN), AfterValidator(_git_can_name)]
 Digest = Annotated[str, StringConstraints(pattern=DIGEST_PATTERN)]
 Timestamp = Annotated[str, StringConstraints(pattern=TIMESTAMP_PATTERN)]
 GitOid = Annotated[str, StringConstraints(pattern=GIT_OID_PATTERN)]
 
 
 def is_identifier(value: str) -> bool:
-    return ID_RE.fullmatch(value) is not None
+    return id_problem(value) is None
 
 
 class StrictModel(BaseModel):
