@@ -96,7 +96,7 @@ def act_steps(installer: str) -> dict[str, dict[str, float]]:
     for line in "".join(run.log for run in runs[:1]).splitlines():
         found = STEP.match(line.strip())
         if found and found["step"] not in ("./",):
-            jobs.setdefault(found["job"], {})[found["step"]] = seconds(found["took"])
+            jobs.setdefault(found["job"].strip(), {})[found["step"]] = seconds(found["took"])
     return jobs
 
 

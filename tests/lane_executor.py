@@ -2,7 +2,9 @@
 
 Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
 (crashes until the file named by IMM_TEST_FIX exists), leak (prints the value of MY_API_KEY and
-exits 2). With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
+exits 2), flood:<MB> (prints one line of MB megabytes with terminal escapes in it, exits 1),
+author (does its work and commits it with a hostile author name).
+With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
 overlapped; with IMM_TEST_PROMPTS set, it keeps each prompt it was given there; with
 IMM_TEST_PIDS set, its pid when it starts."""
 
@@ -32,6 +34,8 @@ def main() -> int:
     if behaviour == "leak":
         print(f"connecting with key {os.environ.get('MY_API_KEY')}")
         return 2
+    if behaviour.startswith("flood:"):
+        return flood(int(behaviour.split(":")[1]))
     if behaviour.startswith("sleep:"):
         time.sleep(float(behaviour.split(":")[1]))
     if behaviour == "crash" or (
@@ -47,10 +51,39 @@ def main() -> int:
         target.write_text(f"{task}\n" if right else "wrong\n")
     if behaviour == "outside":
         Path("other.txt").write_text("not mine\n")
+    if behaviour == "author":
+        commit_as_someone_else()
     if timeline:
         with open(Path(timeline) / f"{task}.{attempt}", "w") as out:
             out.write(f"{started} {time.time()}\n")
     return 0
+
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x1b[31m"
+
+
+def flood(megabytes: int) -> int:
+    block = ("x" * 1023 + ESCAPES[:1]) * 1024
+    out = sys.stdout.buffer
+    out.write(ESCAPES.encode())
+    for _ in range(megabytes):
+        out.write(block.encode())
+    out.write(b"\n")
+    out.flush()
+    return 1
+
+
+def commit_as_someone_else() -> None:
+    import subprocess
+
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": f"Alice{ESCAPES} Maintainer <alice@example.com> forged",
+        "GIT_AUTHOR_EMAIL": f"alice{ESCAPES}@example.com",
+        "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x",
+    }  # fmt: skip
+    subprocess.run(["git", "add", "-A"], check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "work"], check=True, env=env)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,96 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 
 def plural(count: int, word: str, many: str | None = None) -> str:
     """`1 task`, `2 tasks`, `0 tasks`; `many` for irregular words (`child`, `children`)."""
     return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+# -- untrusted text: what lanes, executors and checks print ----------------------------------
+# Executor and check output, outcome reasons, author names: untrusted, and shown on terminals,
+# in comments and summaries, stored in refs. One function cleans it and one reader bounds it,
+# and every path through which such text flows calls them (issue 21, threat model row 33).
+LINE_BYTES = 4096  # a kept line of output; the rest of a longer line is cut
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, clear screen
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
+    r"|\x1b[@-_]"  # other two-character escapes
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """`text` without terminal escape sequences and control characters (newline and tab stay)."""
+    if text.isprintable():
+        return text
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
+def cut_note(dropped: int) -> str:
+    return f" [… {dropped} bytes cut]"
+
+
+class LineReader:
+    """Splits a byte stream fed in chunks into clean lines of at most LINE_BYTES bytes each
+    (plus a note of what was cut), never holding more than one such line: a 200 MB line costs
+    4 KiB here."""
+
+    def __init__(self, line_bytes: int = LINE_BYTES) -> None:
+        self.line_bytes = line_bytes
+        self._line = bytearray()
+        self._dropped = 0
+
+    def feed(self, chunk: bytes) -> list[str]:
+        lines: list[str] = []
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            stop = len(chunk) if newline < 0 else newline
+            self._take(chunk[start:stop])
+            if newline < 0:
+                break
+            lines.append(self._emit())
+            start = newline + 1
+        return lines
+
+    def finish(self) -> list[str]:
+        return [self._emit()] if self._line or self._dropped else []
+
+    def _take(self, part: bytes) -> None:
+        room = self.line_bytes - len(self._line)
+        self._line += part[: max(room, 0)]
+        self._dropped += max(len(part) - room, 0)
+
+    def _emit(self) -> str:
+        text = clean_text(bytes(self._line).decode("utf-8", "replace"))
+        if self._dropped:
+            text += cut_note(self._dropped)
+        self._line.clear()
+        self._dropped = 0
+        return text
+
+
+def last_bytes(text: str, limit: int) -> str:
+    """The end of `text` in at most `limit` UTF-8 bytes (whole characters)."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[-limit:].decode("utf-8", "ignore")
+
+
+def listed(items: Sequence[str], most: int = 20, budget: int = 1000) -> str:
+    """`a, b, c` — or the first of them and `… and N more`, so that a lane changing 10^5
+    paths cannot make a reason (stored in the batch state, shown in comments) as long."""
+    shown: list[str] = []
+    used = 0
+    for item in items:
+        if len(shown) == most or used + len(item) > budget:
+            break
+        shown.append(item)
+        used += len(item) + 2
+    rest = len(items) - len(shown)
+    return ", ".join(shown) + (f" … and {rest} more" if rest else "")

@@ -53,6 +53,7 @@ from imm_action.model.outcome import Failure, carries_trailer
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
+from imm_action.text import listed
 from imm_action.verify.failures import check_failures
 
 # Git updates the refs of one transaction atomically for writers, but a reader can see some of
@@ -412,7 +413,7 @@ def refusal_of(entry: CandidateFacts) -> str | None:
         case MergeConflicts(paths=paths):
             return (
                 f"{CONFLICT}: lane commit {lane_commit} conflicts with batch head {head} in: "
-                + ", ".join(paths)
+                + listed(paths)
             )
         case ChangeNotCarried(commit=commit):
             return (

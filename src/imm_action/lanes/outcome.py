@@ -5,15 +5,16 @@ from __future__ import annotations
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, RefUpdate
 from imm_action.model.common import canonical_model_text
-from imm_action.model.outcome import OUTCOME_FILE, LaneOutcome, parse_outcome
+from imm_action.model.outcome import OUTCOME_FILE, OUTCOME_MAX_BYTES, LaneOutcome, parse_outcome
 from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
+from imm_action.text import last_bytes
 
 
 def publish_outcome(refs: RefStore, slug: str, outcome: LaneOutcome, now_git_date: str) -> str:
     """Write the outcome commit (its parent is the lane commit, so fetching the outcome ref
     brings the lane's work along) and move the lane branch and the outcome ref in one CAS."""
     repo = refs.repo
-    tree = repo.write_tree({OUTCOME_FILE: canonical_model_text(outcome)})
+    tree = repo.write_tree({OUTCOME_FILE: canonical_model_text(fitted(outcome))})
     parents = [outcome.lane_commit] if outcome.lane_commit else []
     commit = repo.commit_tree(
         tree,
@@ -31,6 +32,26 @@ def publish_outcome(refs: RefStore, slug: str, outcome: LaneOutcome, now_git_dat
         updates.append(RefUpdate(branch_ref, outcome.lane_commit, current[branch_ref]))
     refs.compare_and_swap(updates)
     return commit
+
+
+def fitted(outcome: LaneOutcome) -> LaneOutcome:
+    """The outcome within OUTCOME_MAX_BYTES: a lane with hundreds of failing checks keeps each
+    check's verdict and a shorter tail of its output (what it printed is in the lane log)."""
+    for tail in (None, SHORT_TAIL_BYTES, 0):
+        if tail is not None:
+            findings = [
+                f.model_copy(update={"output_tail": last_bytes(f.output_tail, tail)})
+                for f in outcome.findings
+            ]
+            outcome = outcome.model_copy(update={"findings": findings})
+        if len(canonical_model_text(outcome).encode("utf-8")) <= OUTCOME_MAX_BYTES:
+            return outcome
+    raise ValueError(
+        f"the outcome of lane {outcome.task_id} does not fit in {OUTCOME_MAX_BYTES} bytes"
+    )
+
+
+SHORT_TAIL_BYTES = 256
 
 
 def read_outcome(repo: GitRepo, commit: str) -> LaneOutcome | None:

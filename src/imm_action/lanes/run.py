@@ -11,6 +11,7 @@ that fails publishes its outcome too. Everything the executor prints reaches the
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import threading
@@ -32,6 +33,7 @@ from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import (
+    FAILURE_TAIL_BYTES,
     FAILURE_TAIL_LINES,
     OUTCOME_CONTRACT,
     CheckResult,
@@ -43,6 +45,7 @@ from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
+from imm_action.text import LineReader, clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.contain import end, start_contained
 from imm_action.verify.failures import check_failures, command_text
@@ -175,7 +178,7 @@ class _Lane:
                 return self._needs_human(empty, qa_failures, findings)
             outside = outside_scope(intent.scope_hint, changed)
             if outside:
-                dirty = f"{REASON_OUTSIDE_SCOPE}: {', '.join(outside)}"
+                dirty = f"{REASON_OUTSIDE_SCOPE}: {listed(outside)}"
                 return self._needs_human(dirty, qa_failures, findings)
             # .git paths, gitlinks, links out of the repository (the integrator checks again)
             refusal = lane_change_refusal(changed_entries(self.repo, spec.base_head, tree), ["**"])
@@ -272,15 +275,24 @@ class _Lane:
         )
 
     def _copy_output(self, process: subprocess.Popen[bytes], tail: deque[str]) -> None:
-        """Copy the command's output to the lane log line by line, keeping the last lines."""
+        """Copy the command's output to the lane log line by line, keeping the last lines; read
+        in chunks, each line cleaned and cut at LINE_BYTES, so no output holds memory."""
         if process.stdout is None:
             raise OSError(f"{process.args!r} started without an output pipe")
-        for raw in iter(process.stdout.readline, b""):
-            line = self.mask(raw.decode("utf-8", "replace"))
-            self.log.write(line)
-            self.log.flush()
-            tail.append(line.rstrip("\n"))
+        reader = LineReader()
+        fd = process.stdout.fileno()
+        while chunk := os.read(fd, OUTPUT_CHUNK):
+            self._log_lines(reader.feed(chunk), tail)
+        self._log_lines(reader.finish(), tail)
         process.stdout.close()
+
+    def _log_lines(self, lines: list[str], tail: deque[str]) -> None:
+        for line in lines:
+            masked = self.mask(line)
+            self.log.write(masked + "\n")
+            tail.append(masked)
+        if lines:
+            self.log.flush()
 
     def _failed(
         self,
@@ -298,7 +310,7 @@ class _Lane:
             exit_code=code,
             timeout_s=timeout_s,
             error=self.mask(error) if error else None,
-            output_tail="\n".join(tail),
+            output_tail=last_bytes("\n".join(tail), FAILURE_TAIL_BYTES),
         )
         # Its output is in the log just above: the headline is enough here.
         print(f"imm: {failure_headline(failure)}", file=self.log, flush=True)
@@ -318,6 +330,9 @@ class _Lane:
         return outcome.model_copy(update={"failures": list(failures)})
 
 
+OUTPUT_CHUNK = 65536
+
+
 def _author(
     lane_repo: LaneRepository, base: str, now: str, committer: Identity
 ) -> tuple[Identity, str]:
@@ -326,8 +341,21 @@ def _author(
     if head is not None and head != base:
         info = lane_repo.executor_commit(head)
         if info is not None:
-            return info.author, info.author_date
+            author = _plain_identity(info.author)
+            if author is not None:
+                return author, info.author_date
     return committer, now
+
+
+def _plain_identity(identity: Identity) -> Identity | None:
+    """The executor's identity as plain text (untrusted: no escapes, no control characters,
+    no `<>` that would forge the header, at most 200 characters each); None when nothing of
+    its name is left."""
+    name, email = (
+        clean_text(part).replace("<", "").replace(">", "").replace("\n", " ").strip()[:200]
+        for part in (identity.name, identity.email)
+    )
+    return Identity(name, email) if name else None
 
 
 def _imm_variables(spec: LaneSpec, prompt: Path) -> dict[str, str]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
+from imm_action.text import clean_text
 
 OUTCOME_CONTRACT: Final = "imm_action/lane_outcome/v1"
 OUTCOME_FILE: Final = "outcome.json"  # the one file in an outcome commit's tree
@@ -14,34 +15,44 @@ OUTCOME_FILE: Final = "outcome.json"  # the one file in an outcome commit's tree
 BATCH_TRAILER: Final = "Immune-Brain-Batch"
 OUTPUT_TAIL_BYTES = 4096
 FAILURE_TAIL_LINES = 40  # what a person sees of a failed command's output (SPEC §5.7)
+FAILURE_TAIL_BYTES = 16384  # ...and at most this much of it
+# A lane's outcome, a forged one included, never carries more than this (issue 21): its text
+# fields are bounded and cleaned here, so neither the batch state nor a comment grows with what
+# a lane printed.
+OUTCOME_MAX_BYTES = 256 * 1024
+TEXT_MAX = 8192  # a reason, a command line, an error
+
+
+ShortText = Annotated[str, Field(max_length=TEXT_MAX), AfterValidator(clean_text)]
+Tail = Annotated[str, Field(max_length=FAILURE_TAIL_BYTES), AfterValidator(clean_text)]
 
 
 class CheckResult(StrictModel):
     """One descriptor run: passed iff exit 0, in time, within the output cap, tree unchanged."""
 
-    check_id: str
+    check_id: Annotated[str, Field(max_length=200)]
     passed: bool
     exit_code: int | None
     duration_ms: Annotated[int, Field(ge=0)]
     timed_out: bool
     output_limited: bool
-    changed_outside: list[str]
-    output_tail: str
-    error: str | None = None  # why it could not run at all (missing tool, bad cwd)
+    changed_outside: Annotated[list[ShortText], Field(max_length=100)]
+    output_tail: Tail
+    error: ShortText | None = None  # why it could not run at all (missing tool, bad cwd)
 
 
 class Failure(StrictModel):
     """A command that failed, as a person needs to see it wherever the reason is shown: what
     ran, how it ended, and the last lines of its output with secret values masked."""
 
-    step: str  # "executor", "lane_setup", or the check id "<task_id>:<acceptance id>"
-    command: str  # the argv, shell-quoted for reading (it never ran through a shell)
+    step: Annotated[str, Field(max_length=200)]  # "executor", "lane_setup", or a check id
+    command: ShortText  # the argv, shell-quoted for reading (it never ran through a shell)
     exit_code: int | None
     timeout_s: float | None = None  # set iff the command was killed at its timeout
-    error: str | None = None  # why it could not run at all (missing tool, bad cwd)
+    error: ShortText | None = None  # why it could not run at all (missing tool, bad cwd)
     output_limited: bool = False
-    changed_outside: list[str] = Field(default_factory=list)
-    output_tail: str  # at most FAILURE_TAIL_LINES lines
+    changed_outside: Annotated[list[ShortText], Field(max_length=100)] = Field(default_factory=list)
+    output_tail: Tail  # at most FAILURE_TAIL_LINES lines
 
 
 class LaneOutcome(StrictModel):
@@ -50,12 +61,12 @@ class LaneOutcome(StrictModel):
     task_id: Identifier
     attempt: Annotated[int, Field(ge=0)]
     state: Literal["settled", "needs_human"]
-    reason: str | None
+    reason: ShortText | None
     qa_failures: Annotated[int, Field(ge=0)]
-    findings: list[CheckResult]
+    findings: Annotated[list[CheckResult], Field(max_length=256)]
     lane_commit: GitOid | None
     # needs_human: why, shown as is; settled: what the last failed attempt failed (then fixed)
-    failures: list[Failure] = Field(default_factory=list)
+    failures: Annotated[list[Failure], Field(max_length=16)] = Field(default_factory=list)
 
 
 class CachedCheck(StrictModel):
@@ -75,6 +86,8 @@ class CheckCache(StrictModel):
 def parse_outcome(text: str) -> LaneOutcome | None:
     """The outcome in an outcome commit's `outcome.json`; None when it is not one (then the
     lane is treated as having published nothing)."""
+    if len(text) > OUTCOME_MAX_BYTES:
+        return None
     try:
         return LaneOutcome.model_validate_json(text)
     except ValidationError:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from imm_action.plan.glob import outside_scope
+from imm_action.text import listed
 
 GIT_PATH = "lane_git_path"
 GITLINK = "lane_gitlink"
@@ -36,16 +37,16 @@ def lane_change_refusal(entries: Sequence[ChangedEntry], scope_hint: Sequence[st
     """Why these changes must not land, naming the paths; None when they may."""
     git_paths = [e.path for e in entries if ".git" in e.path.lower().split("/")]
     if git_paths:
-        return f"{GIT_PATH}: {', '.join(sorted(git_paths))}"
+        return f"{GIT_PATH}: {listed(sorted(git_paths))}"
     gitlinks = [e.path for e in entries if e.mode == GITLINK_MODE]
     if gitlinks:
-        return f"{GITLINK}: {', '.join(sorted(gitlinks))}"
+        return f"{GITLINK}: {listed(sorted(gitlinks))}"
     leaving = [e.path for e in entries if e.mode == LINK_MODE and not _stays_inside(e)]
     if leaving:
-        return f"{SYMLINK_OUT}: {', '.join(sorted(leaving))}"
+        return f"{SYMLINK_OUT}: {listed(sorted(leaving))}"
     outside = outside_scope(scope_hint, (e.path for e in entries))
     if outside:
-        return f"{OUTSIDE_SCOPE}: {', '.join(outside)}"
+        return f"{OUTSIDE_SCOPE}: {listed(outside)}"
     return None
 
 
