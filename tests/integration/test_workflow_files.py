@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from imm_action.scaffold.pins import pinned
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("imm-*.yml"))
 BIN = Path(sys.executable).parent
@@ -89,7 +91,7 @@ def test_the_lane_job_checks_out_without_credentials_and_carries_the_task_in_its
     assert lane["if"] == "needs.plan.outputs.has-lanes == 'true'"
     assert lane["strategy"]["fail-fast"] is False
     checkout = lane["steps"][0]
-    assert checkout["uses"] == "actions/checkout@v5"
+    assert checkout["uses"] == pinned("actions/checkout")
     assert checkout["with"]["persist-credentials"] is False
 
 
@@ -109,7 +111,7 @@ def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
     bundle, upload = after[1], after[2]
     assert bundle["if"].startswith("always()")
     assert upload["if"].startswith("always()")
-    assert upload["uses"] == "actions/upload-artifact@v7"
+    assert upload["uses"] == pinned("actions/upload-artifact")
     assert upload["with"]["name"] == "${{ steps.bundle.outputs.artifact }}"
 
 

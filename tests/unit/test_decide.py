@@ -225,12 +225,13 @@ def _landing(
     checks: object = None,
     results: tuple[CheckResult, ...] = (),
     change: tuple[ChangedEntry, ...] = (),
+    scope: tuple[str, ...] = ("a.txt",),
 ) -> BatchRunState:
     state = admitted("a")
     state = t.lane_committed(state, "a", LANE_A, 0)
     entry = CandidateFacts(
         "a", BASE, LANE_A, HEAD, build, checks, results,  # type: ignore[arg-type]
-        change=change, scope=("a.txt",),
+        change=change, scope=scope, plan_paths=PLAN_PATHS,
     )  # fmt: skip
     decided = decide_landings(HEAD, [entry])
     for step in decided.steps:
@@ -240,6 +241,10 @@ def _landing(
 
 
 CANDIDATE = Candidate(oid("candidate"), oid("tree"), HEAD, BASE, LANE_A)
+PLAN_PATHS = frozenset(
+    {"docs/plans/a.intent.json", "docs/plans/b.intent.json", "docs/initiatives/x.md",
+     ".github/imm.yml"}
+)  # fmt: skip
 
 
 def _checks() -> ChecksFound:
@@ -335,6 +340,28 @@ ROWS = {
     "cancelled by a person": Row(lambda: t.cancel(admitted("a")), "a", reasons.CANCELLED),
     "outcome and lane branch disagree": Row(
         _outcome_and_branch_disagree, "a", reasons.OUTCOME_MISMATCH, (oid("elsewhere"),)
+    ),
+    "a sibling's intent, inside a docs/** scope": Row(
+        lambda: _landing(
+            CANDIDATE,
+            _checks(),
+            scope=("docs/**",),
+            change=(ChangedEntry("docs/plans/b.intent.json", "100644"),),
+        ),
+        "a",
+        lane_change.TOUCHES_PLAN,
+        ("docs/plans/b.intent.json",),
+    ),
+    "the config, inside a .github/** scope": Row(
+        lambda: _landing(
+            CANDIDATE,
+            _checks(),
+            scope=(".github/**",),
+            change=(ChangedEntry(".github/imm.yml", "000000"),),
+        ),
+        "a",
+        lane_change.TOUCHES_PLAN,
+        (".github/imm.yml",),
     ),
     "a path outside the scope": Row(
         lambda: _landing(CANDIDATE, _checks(), change=(ChangedEntry("EVIL.txt", "100644"),)),

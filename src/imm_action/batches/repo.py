@@ -27,7 +27,13 @@ from imm_action.model.state import BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
 from imm_action.verify.checks import ResultCache, Verifier
-from imm_action.workspace import load_config, open_repo, plan_initiative, scopes_of
+from imm_action.workspace import (
+    config_path,
+    load_config,
+    open_repo,
+    plan_initiative,
+    scopes_of,
+)
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,7 @@ def pass_request(
         stopped=stopped,
         retry=retry,
         committer=committer_of(batch_repo.config),
+        config_file=config_path(),
     )
 
 

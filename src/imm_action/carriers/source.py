@@ -14,6 +14,7 @@ from imm_action.carriers.github import issue_reference
 from imm_action.carriers.local import has_local_initiative, initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.errors import UsageError
+from imm_action.model.initiative import Carrier, LocalCarrier
 
 
 class InitiativeSource(Protocol):
@@ -87,3 +88,8 @@ class Initiatives:
 def initiatives_at(source: InitiativeSource, commit: str) -> InitiativeSource:
     """`source` reading files as committed at `commit` (a source of issues has no files)."""
     return replace(source, commit=commit) if isinstance(source, Initiatives) else source
+
+
+def carrier_file(carrier: Carrier) -> str | None:
+    """The repository file that carries an initiative, when a file does (not an issue)."""
+    return carrier.path if isinstance(carrier, LocalCarrier) else None

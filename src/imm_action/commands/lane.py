@@ -27,8 +27,10 @@ from imm_action.lanes.handoff import (
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
+from imm_action.passes.observe import plan_paths
 from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.workspace import config_path
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         timeout_s=batch_repo.config.lane_timeout_minutes * 60.0,
         executor_env=tuple(batch_repo.config.executor_env),
         committer=committer_of(batch_repo.config),
+        plan_paths=plan_paths(state, config_path()),
     )
     verifier = Verifier(
         batch_repo.repo,

@@ -93,3 +93,4 @@ class CandidateFacts:
     results: tuple[CheckResult, ...] = ()
     change: tuple[ChangedEntry, ...] = ()  # base -> lane commit, re-checked (SPEC §5.4)
     scope: tuple[str, ...] = ()  # the task's scope_hint as planned
+    plan_paths: frozenset[str] = frozenset()  # files no lane may change (lane_touches_plan)

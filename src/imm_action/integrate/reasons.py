@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from imm_action.plan.lane_change import GIT_PATH, GITLINK, OUTSIDE_SCOPE, SYMLINK_OUT
+from imm_action.plan.lane_change import (
+    GIT_PATH,
+    GITLINK,
+    OUTSIDE_SCOPE,
+    SYMLINK_OUT,
+    TOUCHES_PLAN,
+)
 
 PLAN_CHANGED: Final = "batch_plan_changed"
 LINEAGE_BROKEN: Final = "batch_head_lineage_broken"
@@ -26,5 +32,5 @@ LANE_NEEDS_PERSON: Final = "the lane needs a person"
 ALL_CODES: Final = (
     PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED, OUTCOME_MISMATCH,
     # what a lane commit may change, one pure rule shared with the lanes (plan/lane_change.py)
-    GIT_PATH, GITLINK, SYMLINK_OUT, OUTSIDE_SCOPE,
+    GIT_PATH, GITLINK, SYMLINK_OUT, OUTSIDE_SCOPE, TOUCHES_PLAN,
 )  # fmt: skip

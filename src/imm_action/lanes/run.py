@@ -72,6 +72,7 @@ class LaneSpec:
     timeout_s: float = 3600.0
     executor_env: tuple[str, ...] = ()  # names the repository config maps in
     committer: Identity = IMM_IDENTITY  # the config's `committer`
+    plan_paths: frozenset[str] = frozenset()  # what no lane may change (lane_touches_plan)
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,8 @@ class _Lane:
                 dirty = f"{REASON_OUTSIDE_SCOPE}: {listed(outside)}"
                 return self._needs_human(dirty, qa_failures, findings)
             # .git paths, gitlinks, links out of the repository (the integrator checks again)
-            refusal = lane_change_refusal(changed_entries(self.repo, spec.base_head, tree), ["**"])
+            changes = changed_entries(self.repo, spec.base_head, tree)
+            refusal = lane_change_refusal(changes, ["**"], spec.plan_paths)
             if refusal is not None:
                 return self._needs_human(refusal, qa_failures, findings)
             results = self._verify(tree, checks)

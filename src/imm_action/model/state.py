@@ -174,6 +174,15 @@ class BatchRunState(StrictModel):
     # Why a batch stopped when no child carries it (a lineage failure with no lane in flight):
     # the report's reason, which would otherwise be lost with the pass that decided it.
     stop_reason: str | None = None
+    # The commit the batch's plan was read from: what every task is judged by (its intents'
+    # descriptors) is read there, never from a lane's or a candidate's tree (SPEC §5.4).
+    # None in states written before it existed: their base_head.
+    plan_commit: GitOid | None = None
+
+    @property
+    def judged_at(self) -> str:
+        """Where this batch's intents are read: the plan's commit."""
+        return self.plan_commit or self.base_head
 
     @model_validator(mode="after")
     def _invariants_hold(self) -> BatchRunState:

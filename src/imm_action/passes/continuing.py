@@ -225,6 +225,7 @@ def new_batch_state(
         adopted_heads=[],
         created_at=now,
         updated_at=now,
+        plan_commit=start.base_head,  # the commit the request planned from
     )
 
 

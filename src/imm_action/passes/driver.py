@@ -42,6 +42,7 @@ from imm_action.integrate.facts import StartFacts
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.lanes.runners import LaneRunners
+from imm_action.model.config import CONFIG_PATH
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import (
@@ -91,6 +92,7 @@ class PassRequest:
     # config's: a live batch resumed with another one is refused (`batch_parallel_mismatch`).
     parallel_asked: int | None = None
     committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
+    config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
 
 
 @dataclass
@@ -340,6 +342,7 @@ class _Pass:
             chain = observe_candidates(
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
                 verify=self.request.verify, memo=self.ports.candidates,
+                config_file=self.request.config_file,
             )  # fmt: skip
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)

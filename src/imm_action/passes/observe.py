@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
 
+from imm_action.carriers.source import carrier_file
 from imm_action.git.candidate import BuildResult, Candidate, build_candidate
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import GitRepo
@@ -33,6 +34,7 @@ from imm_action.lanes.runners import (
     LaneRunners,
     RunnerReport,
 )
+from imm_action.model.config import CONFIG_PATH
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import LaneOutcome
@@ -212,12 +214,14 @@ def observe_candidates(
     scopes: Mapping[str, tuple[str, ...]],
     verify: bool = True,
     memo: CandidateMemo | None = None,
+    config_file: str = CONFIG_PATH,
 ) -> list[CandidateFacts]:
     """Build a candidate for every ready lane speculatively, each on the one before (unless it
     must not land), and verify the built ones in parallel. `verify` False runs no check (and
     with a `memo`, builds nothing): a candidate not built before or whose checks are not all in
     the verifier's cache is left out of the chain, as if its lane had not ended yet."""
     task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
+    protected = plan_paths(state, config_file)
     intents: IntentMemo = memo.intents if memo is not None else {}
     chain: list[CandidateFacts] = []
     tip = head
@@ -232,13 +236,14 @@ def observe_candidates(
             # lane had not ended yet; the lanes after it are built without it.
             continue
         if built is None:
-            built = _build(repo, key, task_of_commit, intents)
+            built = _build(repo, key, task_of_commit, intents, state.judged_at)
             if memo is not None:
                 memo.put(key, built)
         build = built.build
         entry = CandidateFacts(
             child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
+            plan_paths=protected,
         )  # fmt: skip
         if not verify and _verifiable(entry) and not _all_cached(verifier, entry):
             # It waits for its checks, as if its lane had not ended yet: the candidates of
@@ -269,7 +274,11 @@ def observe_candidates(
 
 
 def _build(
-    repo: GitRepo, key: CandidateKey, task_of_commit: Mapping[str, str], intents: IntentMemo
+    repo: GitRepo,
+    key: CandidateKey,
+    task_of_commit: Mapping[str, str],
+    intents: IntentMemo,
+    judged_at: str,
 ) -> BuiltCandidate:
     task_id, lane_base, lane_commit, tip = key
     build = build_candidate(repo, tip, lane_base, lane_commit)
@@ -277,7 +286,7 @@ def _build(
     if isinstance(build, Candidate):
         checks = candidate_checks(
             repo,
-            build.commit,
+            judged_at,
             task_id=task_id,
             lane_base=lane_base,
             head=tip,
@@ -303,9 +312,19 @@ def _verifiable(entry: CandidateFacts) -> bool:
     )
 
 
+def plan_paths(state: BatchRunState, config_file: str) -> frozenset[str]:
+    """The files what this batch is judged by comes from: its tasks' intents, its initiative
+    (when a file carries it) and the repository config. No lane may change them."""
+    paths = {intent_path(child.task_id) for child in state.children} | {config_file}
+    carried_in = carrier_file(state.carrier)
+    if carried_in is not None:
+        paths.add(carried_in)
+    return frozenset(paths)
+
+
 def candidate_checks(
     repo: GitRepo,
-    candidate: str,
+    judged_at: str,
     *,
     task_id: str,
     lane_base: str,
@@ -314,7 +333,9 @@ def candidate_checks(
     intents: IntentMemo | None = None,
 ) -> ChecksFact:
     """The descriptors a candidate must pass (SPEC §5.4): the child's acceptance plus that of
-    every sibling integrated since the lane base, read from the candidate's own intent files.
+    every sibling integrated since the lane base, read from the intents at `judged_at`, the
+    commit the batch's plan was made from — never from the candidate, whose tree a lane wrote
+    (a docs lane could weaken a sibling's check there; issue 21).
 
     The intents are found by blob id in one read of their folder and parsed once per blob
     (`intents`): a lane that waited behind many others has as many siblings, and the
@@ -328,7 +349,7 @@ def candidate_checks(
     for owner in [task_id, *since]:
         folder, _, name = intent_path(owner).rpartition("/")
         if folder not in folders:
-            folders[folder] = repo.folder_files(candidate, folder) or {}
+            folders[folder] = repo.folder_files(judged_at, folder) or {}
         blob = folders[folder].get(name)
         if blob is None:
             return ChecksMissing(owner, "absent")

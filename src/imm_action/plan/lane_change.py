@@ -10,7 +10,7 @@ into `.git`, and a path outside the task's `scope_hint`.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from imm_action.plan.glob import outside_scope
@@ -20,6 +20,7 @@ GIT_PATH = "lane_git_path"
 GITLINK = "lane_gitlink"
 SYMLINK_OUT = "lane_symlink_outside"
 OUTSIDE_SCOPE = "lane_outside_scope"
+TOUCHES_PLAN = "lane_touches_plan"
 
 LINK_MODE = "120000"
 GITLINK_MODE = "160000"
@@ -33,11 +34,20 @@ class ChangedEntry:
     link_target: str | None = None  # for a symlink: what it points to
 
 
-def lane_change_refusal(entries: Sequence[ChangedEntry], scope_hint: Sequence[str]) -> str | None:
-    """Why these changes must not land, naming the paths; None when they may."""
+def lane_change_refusal(
+    entries: Sequence[ChangedEntry],
+    scope_hint: Sequence[str],
+    plan_paths: Collection[str] = (),
+) -> str | None:
+    """Why these changes must not land, naming the paths; None when they may. `plan_paths`:
+    the files what the batch is judged by comes from — its intents, its initiative, the
+    config — which no lane may change, whatever its scope (ADR 0034)."""
     git_paths = [e.path for e in entries if ".git" in e.path.lower().split("/")]
     if git_paths:
         return f"{GIT_PATH}: {listed(sorted(git_paths))}"
+    touched = [e.path for e in entries if e.path in plan_paths]
+    if touched:
+        return f"{TOUCHES_PLAN}: {listed(sorted(touched))}"
     gitlinks = [e.path for e in entries if e.mode == GITLINK_MODE]
     if gitlinks:
         return f"{GITLINK}: {listed(sorted(gitlinks))}"
