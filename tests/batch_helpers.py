@@ -102,8 +102,10 @@ def make_lane_commit(
     goal: str | None = None,
     parents: list[str] | None = None,
     author: tuple[str, str] = ("Lane Author", "lane@example.com"),
+    links: Mapping[str, str] | None = None,
 ) -> str:
-    """A lane commit as a lane makes it: one commit on the lane base, message + trailer."""
+    """A lane commit as a lane makes it: one commit on the lane base, message + trailer;
+    `links`: symlinks it adds (path -> target)."""
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
         run = lambda *args, stdin=None: subprocess.run(  # noqa: E731
@@ -119,6 +121,9 @@ def make_lane_commit(
         for path, content in files.items():
             blob = run("hash-object", "-w", "--stdin", stdin=content)
             run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
+        for path, target in (links or {}).items():
+            blob = run("hash-object", "-w", "--stdin", stdin=target)
+            run("update-index", "--add", "--cacheinfo", f"120000,{blob},{path}")
         tree = run("write-tree")
         message = f"imm({task_id}): {goal or f'Do {task_id}'}\n\n{TRAILER}: {batch_id}\n"
         # fixed dates: the same lane work always makes the same commit, so runs compare exactly

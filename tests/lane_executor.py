@@ -3,7 +3,8 @@
 Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
 (crashes until the file named by IMM_TEST_FIX exists), leak (prints the value of MY_API_KEY and
 exits 2), flood:<MB> (prints one line of MB megabytes with terminal escapes in it, exits 1),
-author (does its work and commits it with a hostile author name).
+author (does its work and commits it with a hostile author name), links:<chain> (adds the
+links of a chain: `path=target` pairs separated by commas).
 With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
 overlapped; with IMM_TEST_PROMPTS set, it keeps each prompt it was given there; with
 IMM_TEST_PIDS set, its pid when it starts."""
@@ -51,6 +52,11 @@ def main() -> int:
         target.write_text(f"{task}\n" if right else "wrong\n")
     if behaviour == "outside":
         Path("other.txt").write_text("not mine\n")
+    if behaviour.startswith("links:"):
+        for pair in behaviour.removeprefix("links:").split(","):
+            path, target = pair.split("=", 1)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, path)
     if behaviour == "author":
         commit_as_someone_else()
     if timeline:

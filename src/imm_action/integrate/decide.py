@@ -389,7 +389,7 @@ def refusal_of(entry: CandidateFacts) -> str | None:
     verified. The checks are only looked at for a built candidate."""
     lane_commit, base, head = entry.lane_commit, entry.lane_base, entry.built_on
     # the lane's own checks prove nothing: its change is checked again (SPEC §5.4)
-    refused = lane_change_refusal(entry.change, entry.scope, entry.plan_paths)
+    refused = lane_change_refusal(entry.change, entry.scope, entry.plan_paths, entry.tree_links)
     if refused is not None:
         return refused
     match entry.build:

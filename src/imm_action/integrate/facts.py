@@ -94,3 +94,4 @@ class CandidateFacts:
     change: tuple[ChangedEntry, ...] = ()  # base -> lane commit, re-checked (SPEC §5.4)
     scope: tuple[str, ...] = ()  # the task's scope_hint as planned
     plan_paths: frozenset[str] = frozenset()  # files no lane may change (lane_touches_plan)
+    tree_links: Mapping[str, str] | None = None  # every link of the candidate, when they matter

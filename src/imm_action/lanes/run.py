@@ -25,7 +25,7 @@ from imm_action.errors import ImmError
 from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
-from imm_action.lanes.change import changed_entries
+from imm_action.lanes.change import changed_entries, tree_links
 from imm_action.lanes.environment import executor_environment
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
@@ -183,7 +183,8 @@ class _Lane:
                 return self._needs_human(dirty, qa_failures, findings)
             # .git paths, gitlinks, links out of the repository (the integrator checks again)
             changes = changed_entries(self.repo, spec.base_head, tree)
-            refusal = lane_change_refusal(changes, ["**"], spec.plan_paths)
+            links = tree_links(self.repo, tree, changes)
+            refusal = lane_change_refusal(changes, ["**"], spec.plan_paths, links)
             if refusal is not None:
                 return self._needs_human(refusal, qa_failures, findings)
             results = self._verify(tree, checks)

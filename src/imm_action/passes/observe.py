@@ -24,7 +24,7 @@ from imm_action.integrate.facts import (
     LaneFacts,
     PassFacts,
 )
-from imm_action.lanes.change import changed_entries
+from imm_action.lanes.change import changed_entries, tree_links
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
@@ -175,6 +175,7 @@ class BuiltCandidate:
     build: BuildResult
     checks: ChecksFact | None
     change: tuple[ChangedEntry, ...]
+    links: Mapping[str, str] | None = None  # the candidate tree's links, when they matter
 
 
 CandidateKey = tuple[str, str, str, str]  # task, lane base, lane commit, the head it is built on
@@ -243,7 +244,7 @@ def observe_candidates(
         entry = CandidateFacts(
             child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
-            plan_paths=protected,
+            plan_paths=protected, tree_links=built.links,
         )  # fmt: skip
         if not verify and _verifiable(entry) and not _all_cached(verifier, entry):
             # It waits for its checks, as if its lane had not ended yet: the candidates of
@@ -294,7 +295,8 @@ def _build(
             intents=intents,
         )
     change = tuple(changed_entries(repo, lane_base, lane_commit))
-    return BuiltCandidate(build, checks, change)
+    links = tree_links(repo, build.commit, change) if isinstance(build, Candidate) else None
+    return BuiltCandidate(build, checks, change, links)
 
 
 def _all_cached(verifier: Verifier, entry: CandidateFacts) -> bool:

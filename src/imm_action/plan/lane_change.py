@@ -9,8 +9,7 @@ into `.git`, and a path outside the task's `scope_hint`.
 
 from __future__ import annotations
 
-import posixpath
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from imm_action.plan.glob import outside_scope
@@ -38,10 +37,14 @@ def lane_change_refusal(
     entries: Sequence[ChangedEntry],
     scope_hint: Sequence[str],
     plan_paths: Collection[str] = (),
+    tree_links: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why these changes must not land, naming the paths; None when they may. `plan_paths`:
     the files what the batch is judged by comes from — its intents, its initiative, the
-    config — which no lane may change, whatever its scope (ADR 0034)."""
+    config — which no lane may change, whatever its scope (ADR 0034). `tree_links`: every
+    link of the tree the change makes (path -> target), when the change adds, changes or
+    removes a link: then every link is resolved again through the others, since one new link
+    (`out/r -> ..`) changes where an old one leads."""
     git_paths = [e.path for e in entries if ".git" in e.path.lower().split("/")]
     if git_paths:
         return f"{GIT_PATH}: {listed(sorted(git_paths))}"
@@ -51,7 +54,9 @@ def lane_change_refusal(
     gitlinks = [e.path for e in entries if e.mode == GITLINK_MODE]
     if gitlinks:
         return f"{GITLINK}: {listed(sorted(gitlinks))}"
-    leaving = [e.path for e in entries if e.mode == LINK_MODE and not _stays_inside(e)]
+    links = dict(tree_links) if tree_links is not None else {}
+    links.update((e.path, e.link_target or "") for e in entries if e.mode == LINK_MODE)
+    leaving = [path for path in links if resolve_link(path, links) is None]
     if leaving:
         return f"{SYMLINK_OUT}: {listed(sorted(leaving))}"
     outside = outside_scope(scope_hint, (e.path for e in entries))
@@ -60,13 +65,44 @@ def lane_change_refusal(
     return None
 
 
-def _stays_inside(entry: ChangedEntry) -> bool:
-    """A link whose target, read from the link's folder, stays in the repository and out of
-    `.git`."""
-    target = entry.link_target
-    if target is None or not target or target.startswith("/") or "\0" in target:
-        return False
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(entry.path), target))
-    if resolved == ".." or resolved.startswith("../"):
-        return False
-    return ".git" not in resolved.lower().split("/")
+MAX_LINK_HOPS = 40  # as the kernel's limit on links followed in one lookup (ELOOP)
+
+
+def resolve_link(path: str, links: Mapping[str, str]) -> str | None:
+    """Where the link at `path` leads, followed physically — segment by segment through the
+    other links of the tree, as the kernel would in a checkout — or None when it leaves the
+    repository, meets `.git`, or cannot be resolved (a loop, too many hops, an absolute or
+    empty target, a NUL). A path that does not exist is followed as a folder would be."""
+    hops = 0
+
+    pending = _segments(links.get(path)) if path in links else None
+    if pending is None:
+        return None
+    resolved = path.split("/")[:-1]  # the physical path so far: the link's folder
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return None  # above the repository root
+            resolved.pop()
+            continue
+        if part.lower() == ".git":
+            return None
+        here = "/".join([*resolved, part])
+        if here in links:
+            hops += 1
+            target = _segments(links[here])
+            if target is None or hops > MAX_LINK_HOPS:
+                return None
+            pending = target + pending  # the link's target, read from the link's folder
+            continue
+        resolved.append(part)
+    return "/".join(resolved)
+
+
+def _segments(target: str | None) -> list[str] | None:
+    if not target or target.startswith("/") or "\0" in target:
+        return None
+    return target.split("/")
