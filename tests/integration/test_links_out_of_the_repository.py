@@ -42,7 +42,8 @@ def test_at_integration_a_new_link_that_makes_a_landed_one_leave_is_parked(
     """Lane a's link stays inside on its own and lands; lane b adds `out/r -> ..`, after which
     a's link climbs out: the integrator resolves every link of b's candidate again."""
     repo = make_project(
-        tmp_path / "r", {"a": [], "b": []}, scopes={"a": ["out/leak", "a.txt"], "b": ["out/r", "b.txt"]},
+        tmp_path / "r", {"a": [], "b": []},
+        scopes={"a": ["out/leak", "a.txt"], "b": ["out/r", "b.txt"]},
         checks={"a": descriptor(["-c", "pass"]), "b": descriptor(["-c", "pass"])},
     )  # fmt: skip
     run_pass(repo)

@@ -44,7 +44,7 @@ from imm_action.integrate.facts import (
     PassFacts,
     StartFacts,
 )
-from imm_action.integrate.verdict import plan_changed_verdict, verdict
+from imm_action.integrate.verdict import build_report, plan_changed_verdict, verdict
 from imm_action.lanes.runners import (
     FinishedWithoutOutcome,
     JobFound,
@@ -427,57 +427,65 @@ def test_a_terminal_batch_stays_as_it_is() -> None:
     assert decided.state == cancelled
 
 
-# -- adoption (SPEC §5.2 steps 2 and 3) ----------
+# -- adoption (SPEC §5.2 steps 2 and 3; issue 21 #2) ----------
 def _committed_a() -> BatchRunState:
     return t.lane_committed(admitted("a"), "a", LANE_A, 0)
 
 
-CHANGE = {"a.txt": "100644 " + oid("blob")}
+def _waiting() -> BatchRunState:
+    """A batch with no lane in flight: a, parked; b, pending behind it."""
+    return t.park(admitted("a"), "a", "parked by the test")
 
 
-def _commit(name: str, subject: str, trailer: bool, change: dict[str, str]) -> CommitFact:
+def _commit(name: str, subject: str, trailer: bool, committer: str = "") -> CommitFact:
     message = f"{subject}\n\nImmune-Brain-Batch: {BATCH}\n" if trailer else f"{subject}\n"
-    return CommitFact(oid(name), subject, message, (BASE,), change)
+    return CommitFact(oid(name), subject, message, (BASE,), committer)
 
 
-def _adopting(*commits: CommitFact) -> BatchRunState:
-    head = HeadFacts(commits[-1].oid, BASE, True, commits, {"a": CHANGE})
-    decided = decide_batch(_committed_a(), DIGEST, PassFacts(head))
+def _decided(state: BatchRunState, *commits: CommitFact) -> BatchRunState | str:
+    head = HeadFacts(commits[-1].oid, BASE, True, commits)
+    decided = decide_batch(state, DIGEST, PassFacts(head, reads=RECHECKS_BEFORE_BELIEVING))
     assert isinstance(decided, BatchDecision)
     return decided.state
 
 
-def test_an_integration_a_crash_left_unrecorded_is_adopted() -> None:
-    found = _commit("orphan", "imm(a): Do a", True, CHANGE)
-    state = _adopting(found)
-    assert child(state).state is ChildState.INTEGRATED
-    assert state.commits == [found.oid]
+def test_a_move_while_a_lane_runs_is_never_adopted_and_stops_the_batch_naming_it() -> None:
+    pushed = _commit("person", "fix a typo", False, "Alice Maintainer <alice@example.com>")
+    state = _decided(_committed_a(), pushed)
+    assert isinstance(state, BatchRunState)
+    assert state.batch_state is BatchState.FAILED
     assert state.adopted_heads == []
+    assert (state.stop_reason or "").startswith(reasons.LINEAGE_BROKEN)
+    assert f"first commit {pushed.oid}" in (state.stop_reason or "")
+    assert "while lanes of the batch were running (a)" in (state.stop_reason or "")
 
 
-def test_a_commit_pushed_by_a_person_is_adopted_as_the_head() -> None:
-    pushed = _commit("person", "fix a typo", False, {"b.txt": "100644 " + oid("b")})
-    state = _adopting(pushed)
-    assert child(state).state is ChildState.LANE_COMMITTED
+def test_an_unrecorded_integration_while_its_lane_runs_is_never_recorded() -> None:
+    """What a crash of imm can no longer leave (the branch and the state move in one
+    transaction), a sibling's executor can forge: it stops the batch instead."""
+    forged = _commit("orphan", "imm(a): Do a", True)
+    state = _decided(_committed_a(), forged)
+    assert isinstance(state, BatchRunState)
+    assert state.commits == []
+    assert state.batch_state is BatchState.FAILED
+
+
+def test_a_commit_pushed_by_a_person_while_no_lane_runs_is_adopted_unverified() -> None:
+    pushed = _commit("person", "fix a typo", False, "Ann <ann@example.com>")
+    state = _decided(_waiting(), pushed)
+    assert isinstance(state, BatchRunState)
     assert [(a.from_, a.to) for a in state.adopted_heads] == [(BASE, pushed.oid)]
+    told = build_report(state, verdict(state, []), NOW)
+    assert told.adopted == [f"adopted: {pushed.oid} (pushed outside imm, unverified)"]
+    assert "Ann" not in told.model_dump_json()
 
 
-def test_a_commit_with_the_trailer_but_another_change_is_never_adopted() -> None:
-    # only lanes and the integrator write this batch's trailer: adoption is for people
-    forged = _commit("forged", "imm(a): Do a", True, {"a.txt": "100644 " + oid("other")})
-    head = HeadFacts(forged.oid, BASE, True, (forged,), {"a": CHANGE})
-    facts = PassFacts(head, reads=RECHECKS_BEFORE_BELIEVING)
-    decided = decide_batch(_committed_a(), DIGEST, facts)
-    assert isinstance(decided, BatchDecision)
-    assert decided.state.adopted_heads == []
-    assert decided.state.commits == []
-    assert f"lane-made commit {forged.oid} is never adopted" in (child(decided.state).reason or "")
-
-
-def test_an_adoption_records_who_pushed_it() -> None:
-    pushed = CommitFact(oid("p"), "fix", "fix\n", (BASE,), {}, "Ann <ann@example.com>")
-    state = _adopting(pushed)
-    assert [(a.to, a.by) for a in state.adopted_heads] == [(pushed.oid, "Ann <ann@example.com>")]
+def test_a_commit_with_the_trailer_is_never_adopted_even_when_no_lane_runs() -> None:
+    forged = _commit("forged", "imm(a): Do a", True)
+    state = _decided(_waiting(), forged)
+    assert isinstance(state, BatchRunState)
+    assert state.adopted_heads == []
+    assert f"lane-made commit {forged.oid} is never adopted" in (state.stop_reason or "")
 
 
 # -- lanes (SPEC §5.2 step 4) ----------

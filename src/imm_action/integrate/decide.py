@@ -28,7 +28,6 @@ from imm_action.integrate.facts import (
     CandidateFacts,
     ChecksFound,
     ChecksMissing,
-    CommitFact,
     HeadFacts,
     LaneFacts,
     PassFacts,
@@ -239,42 +238,32 @@ def decide_lineage(
             f"{LINEAGE_BROKEN}: {state.branch} moved to {facts.head}, which does not contain "
             f"the recorded head {expected}"
         )
-    notes: list[str] = []
+    # Adoption is for people, and only when no lane of the batch could have made the move:
+    # an executor can reach the user's repository (objects/info/alternates) and write any
+    # commit there, with any author, the trailer or a copy of a lane's change included
+    # (issue 21 #2). The branch and the state move in one transaction, so no crash of imm
+    # leaves an integration unrecorded either: a move while lanes run stops the batch.
+    running = [child.task_id for child in state.children if child.state.in_flight]
+    first = facts.since_recorded[0].oid if facts.since_recorded else facts.head
+    if running:
+        return (
+            f"{LINEAGE_BROKEN}: {state.branch} moved to {facts.head} (first commit {first}) "
+            f"while lanes of the batch were running ({listed(running)}): a lane could have "
+            "made it, so it is not adopted; check that commit, then start afresh or continue "
+            "from a branch you trust"
+        )
     for commit in facts.since_recorded:
-        task_id = _orphan_of(state, commit, facts)
-        if task_id is not None:
-            notes.append(f"recording {task_id}, integrated as {commit.oid[:12]} before a crash")
-            state = t.integrated(state, task_id, commit.oid)
-            expected = commit.oid
-        elif carries_trailer(commit.message, state.batch_id):
-            # adoption is for people: only lanes and the integrator write this trailer
+        if carries_trailer(commit.message, state.batch_id):
+            # only lanes and the integrator write this batch's trailer
             return (
                 f"{LINEAGE_BROKEN}: {state.branch} moved to {facts.head}; lane-made commit "
                 f"{commit.oid} is never adopted (it carries this batch's trailer, and the "
                 "integrator did not record it)"
             )
-    if expected != facts.head:
-        notes.append(f"adopting {facts.head[:12]} pushed on top of {state.branch}")
-        by = facts.since_recorded[-1].committer if facts.since_recorded else None
-        state = t.adopt_head(state, expected, facts.head, by or None)
-    return state, tuple(notes)
-
-
-def _orphan_of(state: BatchRunState, commit: CommitFact, facts: HeadFacts) -> str | None:
-    """The in-flight child this commit integrated though it was never recorded: subject
-    `imm(<task>):`, this batch's trailer, and the very change of the lane commit. A commit
-    with this batch's trailer that matches no lane is never adopted as an integration."""
-    if len(commit.parents) != 1 or not carries_trailer(commit.message, state.batch_id):
-        return None
-    for child in state.children:
-        if not child.state.in_flight or child.lane is None or child.lane.lane_commit is None:
-            continue
-        if not commit.subject.startswith(f"imm({child.task_id}):"):
-            continue
-        lane_change = facts.lane_changes.get(child.task_id)
-        if lane_change is not None and commit.change == lane_change:
-            return child.task_id
-    return None
+    # Who pushed it is a name anyone can type: recorded as claimed, never shown as fact.
+    by = facts.since_recorded[-1].committer if facts.since_recorded else None
+    state = t.adopt_head(state, expected, facts.head, by or None)
+    return state, (f"adopting {facts.head[:12]} pushed on top of {state.branch} (unverified)",)
 
 
 # Children whose lane is at work: each holds one of `max_parallel` lane slots. A lane that

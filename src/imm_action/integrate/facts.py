@@ -24,8 +24,7 @@ class CommitFact:
     subject: str
     message: str
     parents: tuple[str, ...]
-    change: ChangeIdentity | None  # parent -> commit, for a commit with exactly one parent
-    committer: str = ""  # "Name <email>": who made it (an adoption names them)
+    committer: str = ""  # "Name <email>", as claimed: recorded with an adoption, never shown
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,6 @@ class HeadFacts:
     recorded: str  # the newest head the state recorded: base, last integration or adoption
     contains_recorded: bool  # whether `recorded` is an ancestor of (or equal to) `head`
     since_recorded: tuple[CommitFact, ...] = ()  # recorded..head, oldest first
-    lane_changes: Mapping[str, ChangeIdentity] = field(default_factory=dict)  # by task id
 
 
 @dataclass(frozen=True)

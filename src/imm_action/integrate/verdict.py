@@ -181,7 +181,5 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         lanes_started=admissions_used(state) + sum(child.attempts for child in state.children),
         created_at=now,
         continues=state.continues,
-        adopted=[
-            f"adopted: {a.to} by {a.by or 'an unknown committer'}" for a in state.adopted_heads
-        ],
+        adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
     )

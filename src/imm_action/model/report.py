@@ -38,7 +38,7 @@ class BatchRunReport(StrictModel):
     created_at: Timestamp
     continues: Continuation | None = None
     # every push a person made on the batch branch that the batch adopted, as
-    # "adopted: <sha> by <committer>" (a lane-made commit is never adopted)
+    # "adopted: <sha> (pushed outside imm, unverified)": a move adopted while no lane ran
     adopted: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")

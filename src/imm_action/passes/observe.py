@@ -62,31 +62,17 @@ def observe_head(repo: GitRepo, state: BatchRunState, head: str | None) -> HeadF
         return HeadFacts(head, recorded, contains_recorded=False)
     since = repo.commits_between(recorded, head)
     infos = [repo.commit(oid) for oid in since]
-    single = [info for info in infos if len(info.parents) == 1]
-    lanes = [
-        c
-        for c in state.children
-        if c.state.in_flight and c.lane is not None and c.lane.lane_commit is not None
-    ]
-    pairs = [(info.parents[0], info.oid) for info in single]
-    pairs += [
-        (c.lane.base_head, c.lane.lane_commit) for c in lanes if c.lane and c.lane.lane_commit
-    ]
-    identities = repo.change_identities(pairs) if pairs else []
-    changes = dict(zip([info.oid for info in single], identities, strict=False))
-    lane_changes = dict(zip([c.task_id for c in lanes], identities[len(single) :], strict=True))
     commits = tuple(
         CommitFact(
             info.oid,
             info.subject,
             info.message,
             info.parents,
-            changes.get(info.oid),
             f"{info.committer.name} <{info.committer.email}>",
         )
         for info in infos
     )
-    return HeadFacts(head, recorded, True, commits, lane_changes)
+    return HeadFacts(head, recorded, True, commits)
 
 
 def observe_lanes(
