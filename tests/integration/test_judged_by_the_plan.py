@@ -80,9 +80,10 @@ def test_a_candidate_is_judged_by_the_plans_intents_even_when_its_tree_holds_wea
     repo = make_project(
         tmp_path / "r", {"c": []}, checks={"c": file_check("c.txt", "right")}
     )  # fmt: skip
-    run_pass(repo)
+    run_pass(repo, admit=False)  # started; no lane runs, so a push is adopted
     tree_with_weak_intent(repo)
-    run_pass(repo)  # adopts the person's push
+    run_pass(repo)  # adopts the person's push, admits c on it
+    assert current(repo).state.adopted_heads
     work(repo, "c", {"c.txt": "wrong\n"})
     run_pass(repo)
     state, reason = children(repo)["c"]
