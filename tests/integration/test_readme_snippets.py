@@ -1,0 +1,48 @@
+"""What README shows, a new user copies (issue 24 #1): its YAML blocks parse, its workflow lints
+clean with actionlint as a file of its own, and its config is a config imm accepts."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from imm_action.model.config import RepoConfig
+from tests.integration.test_workflow_files import _tool
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def yaml_blocks() -> list[str]:
+    return BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def test_readme_has_yaml_blocks() -> None:
+    assert len(yaml_blocks()) >= 2
+
+
+@pytest.mark.parametrize("block", yaml_blocks(), ids=lambda b: b.splitlines()[0][:40])
+def test_every_yaml_block_of_the_readme_parses(block: str) -> None:
+    assert isinstance(YAML(typ="safe").load(block), dict)
+
+
+def test_the_readmes_workflow_lints_clean_as_a_file_of_its_own(tmp_path: Path) -> None:
+    (workflow,) = [b for b in yaml_blocks() if b.startswith("on:")]
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    (folder / "imm-batch.yml").write_text(workflow, encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    done = subprocess.run(
+        [_tool("actionlint"), "-no-color"], cwd=tmp_path, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_readmes_config_is_one_imm_accepts() -> None:
+    (config,) = [b for b in yaml_blocks() if b.startswith("# .github/imm.yml")]
+    RepoConfig.model_validate(YAML(typ="safe").load(config))
