@@ -30,7 +30,9 @@ with_token() {
   local server="${GITHUB_SERVER_URL:-https://github.com}" url
   url="$(git ls-remote --get-url "${server%/}/${GITHUB_REPOSITORY:-x/y}")"
   export GIT_CONFIG_COUNT=1
-  export GIT_CONFIG_KEY_0="http.$(url_base "$url").extraheader"
+  local base
+  base="$(url_base "$url")"
+  export GIT_CONFIG_KEY_0="http.$base.extraheader"
   export GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $basic"
   export GITHUB_TOKEN="$token"
 }

@@ -20,6 +20,9 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("imm-*.yml"))
 BIN = Path(sys.executable).parent
 
 
+STAND_IN_SCRIPTS = (ROOT / "tests" / "e2e" / "stand_ins").glob("*/*.sh")
+
+
 def _tool(name: str) -> str:
     found = shutil.which(name, path=str(BIN)) or shutil.which(name)
     assert found, f"{name} is missing: pip install -e '.[test]'"
@@ -155,3 +158,11 @@ def test_the_shipped_workflows_are_what_imm_init_writes(
 def test_the_action_scripts_parse(script: Path) -> None:
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_shellcheck_finds_nothing_in_the_actions_scripts() -> None:
+    scripts = sorted((ROOT / "action").glob("*.sh")) + sorted(STAND_IN_SCRIPTS)
+    done = subprocess.run(
+        [_tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
