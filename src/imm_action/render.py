@@ -265,8 +265,13 @@ class NextCommand:
     args: tuple[str, ...]  # after the program name: ("retry", "<slug>", "<task>")
     comment: str | None  # the `/imm …` line for the initiative issue, when there is one
 
-    def local(self, program: str, repo: Path) -> str:
-        return f"{program} {shlex.join(self.args)} --repo {shlex.quote(str(repo))}"
+    def local(self, program: str, repo: Path, executor: str | None = None) -> str:
+        """The command to paste; `executor`: the `--executor` the person ran with, kept on
+        the commands that run lanes (else pasting one runs the config's executor)."""
+        args = [*self.args, "--repo", str(repo)]
+        if executor and self.args[0] == "run":
+            args += ["--executor", executor]
+        return f"{program} {shlex.join(args)}"
 
 
 MAX_RETRY_COMMANDS = 3
@@ -295,15 +300,23 @@ def next_commands(report: BatchRunReport) -> list[NextCommand]:
             return []
 
 
-def local_commands(report: BatchRunReport, program: str, repo: Path) -> list[str]:
-    return [command.local(program, repo) for command in next_commands(report)]
+def local_commands(
+    report: BatchRunReport, program: str, repo: Path, executor: str | None = None
+) -> list[str]:
+    return [command.local(program, repo, executor) for command in next_commands(report)]
 
 
 def comment_commands(report: BatchRunReport) -> list[str]:
     return [command.comment for command in next_commands(report) if command.comment]
 
 
-def batch_text(report: BatchRunReport, *, program: str = "imm", repo: Path | None = None) -> str:
+def batch_text(
+    report: BatchRunReport,
+    *,
+    program: str = "imm",
+    repo: Path | None = None,
+    executor: str | None = None,
+) -> str:
     """`imm status`'s text and `imm run`'s closing summary: state and why, one line per task
     with its attempts, the failed commands under their task, and what to run next."""
     lines = [f"{report.batch_id}: {report.batch_state} — {report.reason}"]
@@ -316,7 +329,7 @@ def batch_text(report: BatchRunReport, *, program: str = "imm", repo: Path | Non
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
         lines.extend(failure_text(failure, " " * (width + 4)) for failure in child.failures)
     lines.extend(report.adopted)
-    commands = local_commands(report, program, repo) if repo is not None else []
+    commands = local_commands(report, program, repo, executor) if repo is not None else []
     lines.append(f"next: {report.next_action}" + (":" if commands else ""))
     lines.extend(f"  {command}" for command in commands)
     return "\n".join(lines)

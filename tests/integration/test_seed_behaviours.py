@@ -4,6 +4,7 @@ batch keeps here too: each test is named for one, with real repositories and the
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,23 @@ def test_require_spec_binding_true_is_refused_at_its_line_rather_than_ignored(
         tmp_path / "ok", {"a": []}, extra_files={".github/imm.yml": "require_spec_binding: false\n"}
     )
     assert run_cli(capsys, "check", "--repo", str(repo))[0] == 0
+
+
+def test_the_commands_printed_to_paste_next_keep_the_executor_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 #8: pasting `imm run …` must run the executor the person chose, not the
+    config's."""
+    behaviour = tmp_path / "wrong.json"
+    behaviour.write_text(json.dumps({"a": "always_wrong"}))
+    repo = make_project(tmp_path / "r", {"a": []})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 1
+    runs = [line.strip() for line in (out + err).splitlines() if " run init " in line]
+    assert runs
+    assert all(line.endswith(f"--executor {shlex.quote(EXECUTOR)}") for line in runs)
+    retries = [line for line in (out + err).splitlines() if " retry init a " in line]
+    assert retries
+    assert all("--executor" not in line for line in retries)

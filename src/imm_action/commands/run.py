@@ -69,7 +69,7 @@ def run(args: RunArgs, ports: Ports) -> int:
                 coordinator.interrupt()
             progress.close(coordinator.view)
         root = batch_repo.root if batch_repo is not None else args.repo
-        again = NextCommand(("run", args.slug), None).local(io.program, root)
+        again = NextCommand(("run", args.slug), None).local(io.program, root, args.executor)
         why = "terminated" if isinstance(stop, Terminated) else "interrupted"
         if coordinator is None or coordinator.state_commit is None:
             io.warn(f"imm run: {why} before the first pass ended; start it again with: {again}")
@@ -80,7 +80,7 @@ def run(args: RunArgs, ports: Ports) -> int:
     stored = StateStore(batch_repo.refs).load(state.batch_id)
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
-    print_report(stored, "json" if args.json else "text", io, batch_repo.root)
+    print_report(stored, "json" if args.json else "text", io, batch_repo.root, args.executor)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
 
 
