@@ -66,14 +66,31 @@ def test_plan_matrix_lists_the_first_wave_as_lane_jobs(
         capsys, "plan", "wide", "--repo", str(repo), "--format", "matrix", "--max-parallel", "2"
     )
     assert code == 0
+    head = git(repo, "rev-parse", "HEAD").strip()
     assert json.loads(out) == {
         "include": [
-            {"task_id": "a", "slice_id": "s-a", "lane_branch": "imm-lane/wide/a",
-             "intent_path": "docs/plans/a.intent.json"},
-            {"task_id": "b", "slice_id": "s-b", "lane_branch": "imm-lane/wide/b",
-             "intent_path": "docs/plans/b.intent.json"},
+            {"task": "a", "base": head, "task_id": "a", "slice_id": "s-a",
+             "lane_branch": "imm-lane/wide/a", "intent_path": "docs/plans/a.intent.json"},
+            {"task": "b", "base": head, "task_id": "b", "slice_id": "s-b",
+             "lane_branch": "imm-lane/wide/b", "intent_path": "docs/plans/b.intent.json"},
         ]
     }  # fmt: skip
+
+
+def test_plan_matrix_has_the_shape_of_the_plan_jobs_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 #11: a script written against one works against the other."""
+    repo = make_repo(tmp_path / "r", initiative_files("wide", {"a": [], "b": []}))
+    _, planned, _ = _run(capsys, "plan", "wide", "--repo", str(repo), "--format", "matrix")
+    outputs = tmp_path / "outputs"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GITHUB_OUTPUT", str(outputs))
+        patch.setenv("GITHUB_ACTIONS", "true")
+        assert _run(capsys, "reconcile", "wide", "--repo", str(repo), "--admit")[0] == 0
+    lines = outputs.read_text().splitlines()  # `name<<delimiter`, the value, the delimiter
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("matrix<<")]
+    assert json.loads(lines[at + 1]) == json.loads(planned)
 
 
 def test_plan_markdown_has_the_table_and_a_coloured_grouped_mermaid_dag(

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imm_action.errors import Problem
+from imm_action.model.intent import intent_path
+from imm_action.model.refs import lane_branch
 from imm_action.model.state import BatchRunState, ChildState
 
 MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
@@ -53,14 +55,27 @@ def append_summary(files: ActionsFiles, markdown: str) -> None:
         handle.write(markdown.rstrip("\n") + "\n\n")
 
 
+def matrix_entry(slug: str, task_id: str, slice_id: str, base: str) -> dict[str, str]:
+    """One lane of a GitHub Actions matrix, the same shape from the plan job and from
+    `imm plan --format matrix` (issue 24 #11): `task` and `base`, which the workflows read, and
+    the lane's names."""
+    return {
+        "task": task_id, "base": base, "task_id": task_id, "slice_id": slice_id,
+        "lane_branch": lane_branch(slug, task_id), "intent_path": intent_path(task_id),
+    }  # fmt: skip
+
+
 def lane_matrix(state: BatchRunState, admitted: Sequence[str]) -> dict[str, list[dict[str, str]]]:
-    """The matrix of the lanes this pass admitted: task and lane base, in admission order."""
+    """The matrix of the lanes this pass admitted, in admission order."""
     children = {child.task_id: child for child in state.children}
     include = []
     for task_id in admitted[:MAX_MATRIX_JOBS]:
         child = children[task_id]
         if child.state is ChildState.LANE_ADMITTED and child.lane is not None:
-            include.append({"task": task_id, "base": child.lane.base_head})
+            entry = matrix_entry(
+                state.initiative_slug, task_id, child.slice_id, child.lane.base_head
+            )
+            include.append(entry)
     return {"include": include}
 
 

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from imm_action.actions.runtime import matrix_entry
+from imm_action.carriers.committed import committed_inputs
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
-from imm_action.model.intent import intent_path
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.ports import Ports
@@ -58,18 +59,16 @@ def run(args: PlanArgs, ports: Ports) -> int:
     elif args.format == "markdown":
         io.say(plan_markdown(plan))
     else:
-        io.say(json.dumps(first_wave_matrix(plan, loaded.config, scopes_of(intents))))
+        base = committed_inputs(repo).commit  # what the plan was read from
+        io.say(json.dumps(first_wave_matrix(plan, loaded.config, scopes_of(intents), base)))
     return 0
 
 
-def lane_branch(slug: str, task_id: str) -> str:
-    return f"imm-lane/{slug}/{task_id}"
-
-
 def first_wave_matrix(
-    plan: BatchPlan, config: RepoConfig, scopes: Mapping[str, tuple[str, ...]]
+    plan: BatchPlan, config: RepoConfig, scopes: Mapping[str, tuple[str, ...]], base: str
 ) -> dict[str, list[dict[str, str]]]:
-    """The GitHub Actions matrix of the lanes a new batch would start (≤ 256 entries)."""
+    """The GitHub Actions matrix of the lanes a new batch would start at `base` (≤ 256
+    entries), of the plan job's shape."""
     slices = {child.task_id: child.slice_id for child in plan.children}
     settled = {child.task_id for child in plan.children if child.status == "already_settled"}
     candidates = [
@@ -90,12 +89,7 @@ def first_wave_matrix(
     )
     return {
         "include": [
-            {
-                "task_id": task_id,
-                "slice_id": slices[task_id],
-                "lane_branch": lane_branch(plan.initiative, task_id),
-                "intent_path": intent_path(task_id),
-            }
+            matrix_entry(plan.initiative, task_id, slices[task_id], base)
             for task_id in startable(candidates, limits)
         ]
     }
