@@ -2,7 +2,8 @@
 
 Behaviours: ok, fail_once, always_wrong, outside, empty, crash, sleep:<seconds>, needs_fix
 (crashes until the file named by IMM_TEST_FIX exists), leak (prints the value of MY_API_KEY and
-exits 2), flood:<MB> (prints one line of MB megabytes with terminal escapes in it, exits 1),
+exits 2), flood:<MB> (prints one line of MB megabytes with terminal escapes in it, exits 1;
+flood-lines:<N> prints N short lines, flood-binary:<MB> random bytes),
 author (does its work and commits it with a hostile author name), links:<chain> (adds the
 links of a chain: `path=target` pairs separated by commas).
 With IMM_TEST_TIMELINE set, it records when it ran, for proving which lanes
@@ -35,8 +36,8 @@ def main() -> int:
     if behaviour == "leak":
         print(f"connecting with key {os.environ.get('MY_API_KEY')}")
         return 2
-    if behaviour.startswith("flood:"):
-        return flood(int(behaviour.split(":")[1]))
+    if behaviour.startswith("flood"):
+        return flood(behaviour)
     if behaviour.startswith("sleep:"):
         time.sleep(float(behaviour.split(":")[1]))
     if behaviour == "crash" or (
@@ -52,13 +53,7 @@ def main() -> int:
         target.write_text(f"{task}\n" if right else "wrong\n")
     if behaviour == "outside":
         Path("other.txt").write_text("not mine\n")
-    if behaviour.startswith("links:"):
-        for pair in behaviour.removeprefix("links:").split(","):
-            path, target = pair.split("=", 1)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(target, path)
-    if behaviour == "author":
-        commit_as_someone_else()
+    hostile_extras(behaviour)
     if timeline:
         with open(Path(timeline) / f"{task}.{attempt}", "w") as out:
             out.write(f"{started} {time.time()}\n")
@@ -68,15 +63,32 @@ def main() -> int:
 ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x1b[31m"
 
 
-def flood(megabytes: int) -> int:
-    block = ("x" * 1023 + ESCAPES[:1]) * 1024
+def flood(behaviour: str) -> int:
+    shape, count = behaviour.split(":")
     out = sys.stdout.buffer
-    out.write(ESCAPES.encode())
-    for _ in range(megabytes):
-        out.write(block.encode())
-    out.write(b"\n")
+    if shape == "flood-lines":
+        for index in range(int(count)):
+            out.write(f"{ESCAPES}line {index}\n".encode())
+    elif shape == "flood-binary":
+        out.write(os.urandom(int(count) << 20))
+    else:  # one line of `count` megabytes
+        block = ("x" * 1023 + ESCAPES[:1]) * 1024
+        out.write(ESCAPES.encode())
+        for _ in range(int(count)):
+            out.write(block.encode())
+        out.write(b"\n")
     out.flush()
     return 1
+
+
+def hostile_extras(behaviour: str) -> None:
+    if behaviour.startswith("links:"):
+        for pair in behaviour.removeprefix("links:").split(","):
+            path, target = pair.split("=", 1)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, path)
+    if behaviour == "author":
+        commit_as_someone_else()
 
 
 def commit_as_someone_else() -> None:

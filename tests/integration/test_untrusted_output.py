@@ -69,3 +69,21 @@ def test_an_executors_author_name_lands_without_escapes_or_a_forged_address(
     assert "<" not in name
     assert name.startswith("Alice")
     assert email == "alice@example.com"
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["lines:200000", "binary:4"],
+    ids=["a million short lines", "4 MB of binary noise"],
+)
+def test_other_flood_shapes_leave_a_small_clean_outcome(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: str
+) -> None:
+    repo, code, out, err = run_with(tmp_path, capsys, {"a": f"flood-{shape}"})
+    assert code == 1
+    for text in outcome_texts(repo):
+        assert len(text.encode()) <= OUTCOME_MAX_BYTES
+        assert ESC not in text
+        assert "\\u0000" not in text
+    assert ESC not in out + err
+    assert len(out + err) < 64 * 1024
