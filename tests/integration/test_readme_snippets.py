@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from imm_action.demo.project import TASKS
 from imm_action.model.config import RepoConfig
 from tests.integration.test_workflow_files import _tool
 
@@ -46,3 +47,14 @@ def test_the_readmes_workflow_lints_clean_as_a_file_of_its_own(tmp_path: Path) -
 def test_the_readmes_config_is_one_imm_accepts() -> None:
     (config,) = [b for b in yaml_blocks() if b.startswith("# .github/imm.yml")]
     RepoConfig.model_validate(YAML(typ="safe").load(config))
+
+
+def test_the_readme_describes_the_demo_as_it_is() -> None:
+    """Issue 24 #10: the tasks and levels README promises are the demo's."""
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
+    level: dict[str, int] = {}
+    for task, (needs, _, _) in TASKS.items():  # listed after what they need
+        level[task] = 1 + max((level[need] for need in needs), default=0)
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    depth = max(level.values())
+    assert f"{words[len(TASKS)]} tasks {words[depth]} levels deep" in text
