@@ -258,15 +258,20 @@ def _unknown_keys(
     return warnings
 
 
-def uncommitted_note(project: Path) -> str | None:
-    """One line when initiative or intent files differ from what is committed."""
+def uncommitted_files(project: Path) -> list[str]:
+    """Initiative and intent files that differ from what is committed (staged or not)."""
     repo = GitRepo(project)
     try:
-        changed = uncommitted_inputs(repo, project_prefix(repo, project))
+        return uncommitted_inputs(repo, project_prefix(repo, project))
     except GitError:
-        return None
+        return []
     finally:
         repo.close()
+
+
+def uncommitted_note(project: Path) -> str | None:
+    """One line when initiative or intent files differ from what is committed."""
+    changed = uncommitted_files(project)
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

@@ -210,12 +210,28 @@ def test_check_reads_committed_files_and_says_so_when_some_are_not(
     repo = make_repo(tmp_path / "r", initiative_files("init", DIAMOND))
     (repo / "docs/plans/e.intent.json").write_text("{broken", encoding="utf-8")
     code, out, err = _run(capsys, "check", "--repo", str(repo))
-    assert code == 0
+    assert code == 2
     assert "e.intent.json" not in out
     assert (
-        "imm: note: imm reads committed files; commit your change to use it "
-        "(uncommitted: docs/plans/e.intent.json)\n"
+        "imm check: no problems in the committed files (1 initiative, 4 intents checked), but "
+        "not checked, because not committed: docs/plans/e.intent.json — imm reads committed "
+        "files only (what the lanes read); commit them, then run imm check again\n"
     ) in err
+
+
+def test_check_of_staged_but_uncommitted_intents_says_nothing_was_checked_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 #9: `0 intents checked` and exit 0 read as a pass."""
+    repo = make_repo(tmp_path / "r", {"README.md": "hi\n"})
+    for path, text in initiative_files("init", DIAMOND).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(str(text), encoding="utf-8")
+    git(repo, "add", "-A")
+    code, _, err = _run(capsys, "check", "--repo", str(repo))
+    assert code == 2
+    assert "(0 initiatives, 0 intents checked), but not checked, because not committed: " in err
+    assert "commit them, then run imm check again" in err
 
 
 def test_an_uncommitted_fix_does_not_pass_check_and_then_crash_the_lanes(

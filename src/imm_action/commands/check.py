@@ -16,7 +16,7 @@ from imm_action.git import changed_paths
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
 from imm_action.model.intent import intent_path
-from imm_action.text import plural
+from imm_action.text import listed, plural
 
 if TYPE_CHECKING:
     from imm_action.github.client import GitHubClient
@@ -25,7 +25,7 @@ from imm_action.workspace import (
     PLANS_DIR,
     load_config,
     open_repo,
-    uncommitted_note,
+    uncommitted_files,
 )
 
 INTENT_SUFFIX = ".intent.json"
@@ -80,9 +80,7 @@ def run(args: CheckArgs, ports: CheckPorts) -> int:
     repo = open_repo(args.repo)
     if args.base is not None and GitRepo(repo).resolve(args.base) is None:
         raise UsageError(f"--base {args.base}: no such commit or branch")
-    note = uncommitted_note(repo)
-    if note is not None:
-        io.warn(note)
+    uncommitted = uncommitted_files(repo)
     result = validate_repository(repo)
     problems, warnings = result.problems, result.warnings
     if args.base is not None:
@@ -112,6 +110,15 @@ def run(args: CheckArgs, ports: CheckPorts) -> int:
         )  # fmt: skip
     if problems:
         io.warn(f"imm check: {plural(len(problems), 'problem')} ({summary})")
+        return EXIT_INVALID_INPUT
+    if uncommitted:
+        # What lanes read is the commit (ADR 0044): a file not committed was not checked, and a
+        # gate that says "no problems" about it would mislead.
+        io.warn(
+            f"imm check: no problems in the committed files ({summary}), but not checked, "
+            f"because not committed: {listed(uncommitted)} — imm reads committed files only "
+            "(what the lanes read); commit them, then run imm check again"
+        )
         return EXIT_INVALID_INPUT
     io.warn(f"imm check: no problems ({summary})")
     return EXIT_OK
