@@ -193,3 +193,34 @@ def test_a_batch_whose_plan_changed_while_lanes_were_in_flight_is_continued(
         "a": "lane_admitted",
         "b": "lane_admitted",
     }
+
+
+def test_fresh_after_a_completed_unmerged_batch_reruns_every_task_and_keeps_the_archive_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 #6: the first batch completed, its branch never merged into main."""
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    assert run(capsys, repo)[0] == 0
+    first = current(repo).state
+    old_head = git(repo, "rev-parse", "imm/init").strip()
+    code, _, err = run(capsys, repo, "--fresh")
+    assert code == 0, err
+    archive = f"refs/imm/archive/{first.batch_id}"
+    assert f"kept as {archive}" in err
+    assert git(repo, "rev-parse", archive).strip() == old_head
+    second = current(repo).state
+    assert second.batch_id != first.batch_id
+    assert [c.task_id for c in second.children if c.commit] == ["a", "b"]
+    assert set(second.commits).isdisjoint(first.commits)  # done again, from main
+
+
+def test_fresh_keeps_as_done_what_an_earlier_batch_got_merged_into_the_base(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    assert run(capsys, repo)[0] == 0
+    git(repo, "merge", "-q", "--ff-only", "imm/init")
+    code, _, err = run(capsys, repo, "--fresh")
+    assert code == 2
+    assert "nothing is enrollable, no batch started" in err
+    assert "discards" not in err

@@ -125,6 +125,10 @@ def pass_request(
     base_ref, base_head = base_of(batch_repo)
     batches = store.batches_of(slug)  # one listing of the batch refs for both
     before = integrated_before(store, slug, batches)
+    if stopped is Stopped.FRESH:
+        # A fresh start begins at the base: a task an earlier batch integrated is done only
+        # if that work reached the base (its branch was merged), else it runs again.
+        before = merged_into(batch_repo.repo, base_head, before, batches)
     issue = recorded_issue(store, slug, batches)
     key = (slug, base_head, issue, tuple(sorted(before.items())))
     known = plans.get(key) if plans is not None else None
@@ -187,6 +191,18 @@ def integrated_before(
                 (c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done
             )
     return integrated
+
+
+def merged_into(
+    repo: GitRepo, base_head: str, before: Mapping[str, str], batches: Sequence[StoredBatch]
+) -> dict[str, str]:
+    """The tasks of `before` whose integrated commit is in `base_head`."""
+    commits = {(c.task_id, b.state.batch_id): c.commit for b in batches for c in b.state.children}
+    return {
+        task: batch
+        for task, batch in before.items()
+        if (commit := commits.get((task, batch))) and repo.is_ancestor(commit, base_head)
+    }
 
 
 def pass_ports(

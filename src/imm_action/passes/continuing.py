@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from imm_action.errors import ImmError, NeedsHumanError
+from imm_action.errors import ImmError, NeedsHumanError, UsageError
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, Identity, RefUpdate
 from imm_action.integrate import transitions as t
@@ -176,6 +176,8 @@ class Continuing:
 
     # -- a fresh start -------------------------------------------------------------------------
     def _fresh(self, start: StartPlan, latest: StoredBatch | None, fresh: Fresh) -> FreshStart:
+        if not start.plan.enrollable:  # before anything is said or archived
+            raise UsageError(f"initiative {start.slug}: nothing is enrollable, no batch started")
         also: list[RefUpdate] = []
         if fresh.branch_head is not None:
             name = archive_ref(fresh.archive_as or f"before-{start.new_batch_id}")

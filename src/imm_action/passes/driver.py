@@ -301,17 +301,12 @@ class _Pass:
     def _stopped(self, existing: str | None) -> StoredBatch | None:
         """A continuation of the latest batch, or a fresh start, when the request asks for
         one and the latest batch stopped (SPEC §5.7); None goes the usual way."""
-        request = self.request
         start = self._start_plan()
         ports = self.ports
         decided = Continuing(ports.refs, self.results, ports.clock, ports.log).decide(
             start, existing
         )
         if isinstance(decided, FreshStart):
-            if not request.plan.enrollable:
-                raise UsageError(
-                    f"initiative {request.slug}: nothing is enrollable, no batch started"
-                )
             return self._start(decided.reset_from, decided.also)
         self.continued = decided is not None
         return decided
