@@ -117,3 +117,57 @@ def test_a_workflow_that_is_not_yaml_is_reported_with_its_line(
     code, _, err = run_cli(capsys, "init", "--repo", str(repo))
     assert code == 2
     assert ".github/workflows/imm-check.yml:" in err
+
+
+@pytest.mark.parametrize(
+    "pin",
+    ["imm-action/imm-action@v1", "imm-action/imm-action@0123456789abcdef0123456789abcdef01234567"],
+)
+def test_a_rerun_keeps_the_users_own_pin_of_the_imm_action_byte_for_byte(
+    repo: Path, capsys: pytest.CaptureFixture[str], pin: str
+) -> None:
+    """Issue 24 #4: rerunning init (the upgrade path) must not turn a pin back into @v0."""
+    assert run_cli(capsys, "init", "--repo", str(repo))[0] == 0
+    workflows = sorted((repo / ".github/workflows").glob("*.yml"))
+    for path in workflows:
+        pinned = path.read_text(encoding="utf-8").replace(
+            f"uses: {ACTION}\n", f"uses: {pin}  # v1.2.3\n"
+        )
+        path.write_text(pinned, encoding="utf-8")
+    before = {path: path.read_bytes() for path in workflows}
+    code, out, _ = run_cli(capsys, "init", "--repo", str(repo))
+    assert (code, out) == (0, "")
+    assert {path: path.read_bytes() for path in workflows} == before
+    assert run_cli(capsys, "init", "--repo", str(repo), "--check")[0] == 0
+
+
+FOREIGN = """\
+name: our own batch job
+on:
+  push:
+    branches: [main]
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - run: make batch
+"""
+
+
+def test_a_workflow_of_someone_elses_at_an_init_path_is_reported_and_left_alone(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 #4: never merge imm's dispatch inputs into a foreign file; never skip it
+    silently, nor call it up to date."""
+    path = repo / ".github/workflows/imm-batch.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(FOREIGN, encoding="utf-8")
+    code, out, err = run_cli(capsys, "init", "--repo", str(repo))
+    assert code == 1
+    assert ".github/workflows/imm-batch.yml: not imm's (no step runs the imm action)" in out
+    assert "left alone, not imm's: .github/workflows/imm-batch.yml" in err
+    assert path.read_text(encoding="utf-8") == FOREIGN
+    assert (repo / ".github/workflows/imm-check.yml").is_file()  # the others are written
+    code, _, err = run_cli(capsys, "init", "--repo", str(repo), "--check")
+    assert code == 1
+    assert "not imm's, at imm's paths: .github/workflows/imm-batch.yml" in err

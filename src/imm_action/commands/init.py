@@ -22,19 +22,28 @@ class InitArgs:
 
 def run(args: InitArgs, io: CommandIO) -> int:
     root = repo_root(open_repo(args.repo))
-    changes = changes_for(root, args.action or default_action(root))
+    action = args.action or default_action(root)
+    changes = changes_for(root, action, pin_action=args.action is not None)
     for change in changes:
         for note in change.notes:
             io.say(f"{change.path}: {note}")
+    writes = [change for change in changes if change.write]
+    foreign = [change.path for change in changes if not change.write]
     if not changes:
         io.warn("imm init: up to date")
         return EXIT_OK
     if args.check:
-        io.warn(f"imm init --check: {len(changes)} files need an update (run imm init)")
+        if writes:
+            io.warn(f"imm init --check: {len(writes)} files need an update (run imm init)")
+        if foreign:
+            io.warn(f"imm init --check: not imm's, at imm's paths: {', '.join(foreign)}")
         return EXIT_NEEDS_HUMAN
-    for change in changes:
+    for change in writes:
         path = root / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(change.text, encoding="utf-8")
-    io.warn(f"imm init: {len(changes)} files written")
+    io.warn(f"imm init: {len(writes)} files written")
+    if foreign:
+        io.warn(f"imm init: left alone, not imm's: {', '.join(foreign)} (see above)")
+        return EXIT_NEEDS_HUMAN
     return EXIT_OK

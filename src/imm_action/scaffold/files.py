@@ -1,13 +1,15 @@
 """The files `imm init` owns parts of, and how a rerun updates them (ruamel.yaml round trip).
 
 A missing file is written from its template. An existing file keeps everything its owner wrote —
-comments, order, values, extra jobs and steps — except what imm owns in it:
-- the `uses:` of every step that runs the imm action (its reference is chosen by `--action`);
+comments, order, values, extra jobs and steps, and the reference it runs the imm action at (a
+`@v1`, a commit with its tag in a comment) — except what imm owns in it (ADR 0045):
+- the `uses:` of every step that runs the imm action, only when `--action` names a reference;
 - the pin of a step running one of GitHub's actions imm uses, when it is still on an older
   major or on a pin imm wrote before (scaffold/pins.py; a pin the user chose stays);
 - the inputs of `imm-batch.yml`'s `workflow_dispatch` and `workflow_call`, which must declare
   everything imm sends in a dispatch (GitHub refuses a dispatch with an undeclared input: 422).
-`.github/imm.yml` is the user's entirely once it exists.
+`.github/imm.yml` is the user's entirely once it exists. A workflow at one of imm's paths with no
+step running the imm action is someone else's: it is reported and left as it is.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class FileChange:
     path: str
     notes: tuple[str, ...]  # ("created",) or one line per owned part that changed
     text: str  # the file's new content
+    write: bool = True  # False: a file that is not imm's, reported and left alone
 
 
 def template(name: str, action: str) -> str:
@@ -54,8 +57,10 @@ def planned_files() -> list[tuple[str, str]]:
     return [(CONFIG_FILE, "imm.yml")] + [(f".github/workflows/{n}", n) for n in WORKFLOWS]
 
 
-def changes_for(repo: Path, action: str) -> list[FileChange]:
-    """What imm init would change in `repo`, file by file (nothing for an up-to-date repo)."""
+def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[FileChange]:
+    """What imm init would change in `repo`, file by file (nothing for an up-to-date repo).
+    `pin_action`: move existing steps that run imm to `action` (`--action` given); else they
+    keep the reference their owner chose."""
     found: list[FileChange] = []
     for relative, name in planned_files():
         wanted = template(name, action)
@@ -66,8 +71,10 @@ def changes_for(repo: Path, action: str) -> list[FileChange]:
         if name == "imm.yml":
             continue
         current = path.read_text(encoding="utf-8")
-        updated, notes = update_workflow(relative, current, wanted, action)
-        if notes:
+        updated, notes = update_workflow(relative, current, wanted, action if pin_action else None)
+        if updated is None:
+            found.append(FileChange(relative, tuple(notes), current, write=False))
+        elif notes:
             found.append(FileChange(relative, tuple(notes), updated))
     return found
 
@@ -82,8 +89,12 @@ def _yaml() -> Any:
     return yaml
 
 
-def update_workflow(relative: str, current: str, wanted: str, action: str) -> tuple[str, list[str]]:
-    """The file with imm's parts brought up to date, and a line per change made."""
+def update_workflow(
+    relative: str, current: str, wanted: str, action: str | None
+) -> tuple[str | None, list[str]]:
+    """The file with imm's parts brought up to date, and a line per change made; None (with
+    why) for a workflow that is not imm's. `action`: the reference steps running imm move to
+    (None: they keep theirs)."""
     from ruamel.yaml.error import YAMLError
 
     yaml = _yaml()
@@ -95,6 +106,11 @@ def update_workflow(relative: str, current: str, wanted: str, action: str) -> tu
         raise InputError([Problem(relative, line, f"is not valid YAML: {error}")]) from None
     if not isinstance(data, dict):
         raise InputError([Problem(relative, 1, "must be a workflow (a mapping)")])
+    if not _runs_imm(data):
+        return None, [
+            "not imm's (no step runs the imm action): left as it is; move it elsewhere or "
+            "delete it, then run imm init again to get imm's"
+        ]
     template_data = yaml.load(wanted)
     notes = _update_uses(data, action)
     if relative.endswith(DISPATCHED):
@@ -112,21 +128,34 @@ def _is_imm_action(uses: object) -> bool:
     return uses == LOCAL_ACTION or uses.split("@")[0].endswith("/imm-action")
 
 
-def _update_uses(data: Any, action: str) -> list[str]:
-    notes = []
+def _steps(data: Any) -> list[tuple[str, int, Any]]:
     jobs = data.get("jobs")
-    for job_name, job in (jobs or {}).items():
+    found = []
+    for job_name, job in (jobs if isinstance(jobs, dict) else {}).items():
         steps = job.get("steps") if isinstance(job, dict) else None
-        for index, step in enumerate(steps or []):
-            uses = step.get("uses") if isinstance(step, dict) else None
-            where = f"jobs.{job_name}.steps[{index}].uses"
-            if _is_imm_action(uses) and uses != action:
-                step["uses"] = action
-                notes.append(f"{where}: {uses} -> {action}")
-            elif isinstance(uses, str) and (pin := upgrade_of(uses)) is not None:
-                step["uses"] = f"{uses.partition('@')[0]}@{pin.sha}"
-                _set_line_comment(step, "uses", f"# {pin.tag}")
-                notes.append(f"{where}: {uses} -> {step['uses']} ({pin.tag})")
+        for index, step in enumerate(steps if isinstance(steps, list) else []):
+            if isinstance(step, dict):
+                found.append((job_name, index, step))
+    return found
+
+
+def _runs_imm(data: Any) -> bool:
+    return any(_is_imm_action(step.get("uses")) for _, _, step in _steps(data))
+
+
+def _update_uses(data: Any, action: str | None) -> list[str]:
+    notes = []
+    for job_name, index, step in _steps(data):
+        uses = step.get("uses")
+        where = f"jobs.{job_name}.steps[{index}].uses"
+        if action is not None and _is_imm_action(uses) and uses != action:
+            step["uses"] = action
+            step.ca.items.pop("uses", None)  # a pin's tag comment belongs to the old reference
+            notes.append(f"{where}: {uses} -> {action}")
+        elif isinstance(uses, str) and (pin := upgrade_of(uses)) is not None:
+            step["uses"] = f"{uses.partition('@')[0]}@{pin.sha}"
+            _set_line_comment(step, "uses", f"# {pin.tag}")
+            notes.append(f"{where}: {uses} -> {step['uses']} ({pin.tag})")
     return notes
 
 
