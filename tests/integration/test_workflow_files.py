@@ -166,3 +166,21 @@ def test_shellcheck_finds_nothing_in_the_actions_scripts() -> None:
         [_tool("shellcheck"), *map(str, scripts)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_executors_model_key_reaches_the_lane_step_alone_and_a_caller_can_pass_it() -> None:
+    """Issue 24 #2 and #11: the key README tells users to add is mapped where the executor
+    runs, and the reusable workflow declares it so a calling workflow can pass it."""
+    batch = _load(ROOT / ".github/workflows/imm-batch.yml")
+    on = batch.get("on", batch.get(True))
+    assert set(on["workflow_call"]["secrets"]) == {"ANTHROPIC_API_KEY", "OPENAI_API_KEY"}
+    mapped = {
+        (job_name, index): step.get("env", {})
+        for job_name, job in batch["jobs"].items()
+        for index, step in enumerate(job["steps"])
+        if "secrets." in str(step.get("env", {}))
+    }
+    (lane_step,) = mapped
+    assert lane_step[0] == "lane"
+    assert batch["jobs"]["lane"]["steps"][lane_step[1]]["with"]["command"] == "lane"
+    assert mapped[lane_step]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"

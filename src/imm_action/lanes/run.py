@@ -168,7 +168,7 @@ class _Lane:
             prompt = render_prompt(intent, spec.attempt, qa_failures + 1, failures)
             self.prompt.write_text(prompt, encoding="utf-8")
             env["IMM_ATTEMPT"] = str(qa_failures + 1)
-            executor = self._step("executor", spec.executor, env)
+            executor = self._step("executor", spec.executor, env, stdin=self.prompt)
             if executor is not None:
                 why = f"executor {failure_ending(executor)}"
                 return self._needs_human(why, qa_failures, findings, [executor])
@@ -238,7 +238,9 @@ class _Lane:
         masked = [mask_result(self.mask, finding) for finding in findings]
         return _outcome(spec, "settled", None, qa_failures, masked, lane_commit)
 
-    def _step(self, name: str, command: str, env: Mapping[str, str]) -> Failure | None:
+    def _step(
+        self, name: str, command: str, env: Mapping[str, str], stdin: Path | None = None
+    ) -> Failure | None:
         """Run a configured command (argv from shlex, never a shell) under a reaper in a session
         of its own; its output goes to the lane log, masked, as it comes; whatever it started is
         gone when this returns. None when it succeeded, else what failed."""
@@ -254,9 +256,12 @@ class _Lane:
         # untrusted: a write of the slot's index (beside the tree) has the slot rebuilt
         with self.checkout.untrusted():
             try:
-                process = start_contained(
-                    argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE
-                )
+                # the executor gets its prompt on stdin too: agents read it there (`claude -p`)
+                with open(stdin or os.devnull, "rb") as given:
+                    process = start_contained(
+                        argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE,
+                        stdin=given,
+                    )  # fmt: skip
             except OSError as error:
                 return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
             tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)

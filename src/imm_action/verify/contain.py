@@ -30,14 +30,15 @@ def start_contained(
     env: Mapping[str, str],
     stdout: _Stream,
     stderr: _Stream = subprocess.STDOUT,
+    stdin: _Stream = subprocess.DEVNULL,
 ) -> subprocess.Popen[bytes]:
-    """`argv` under a reaper in a new session; stdin is /dev/null, no shell."""
+    """`argv` under a reaper in a new session; stdin is /dev/null unless given, no shell."""
     # -I: no user site or PYTHON* variables of the untrusted environment; -S: no site import
     return subprocess.Popen(
         [sys.executable, "-I", "-S", str(REAPER), *argv],
         cwd=cwd,
         env=dict(env),
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         start_new_session=True,

@@ -1,0 +1,70 @@
+"""README's Claude Code recipe, run as written with a stand-in `claude` on PATH that parses its
+arguments as the real CLI does (tests/stand_ins/claude): issue 24 #3."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from imm_action.model.state import ChildState
+from tests.batch_helpers import current, make_project
+from tests.conftest import run_cli
+from tests.integration.test_readme_snippets import yaml_blocks
+
+STAND_INS = Path(__file__).resolve().parents[1] / "stand_ins"
+
+
+def readme_executor() -> str:
+    (recipe,) = [b for b in yaml_blocks() if b.startswith("# .github/imm.yml")]
+    executor: str = YAML(typ="safe").load(recipe)["executor"]
+    return executor
+
+
+@pytest.fixture
+def claude_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{STAND_INS}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.usefixtures("claude_on_path")
+def test_the_readmes_claude_recipe_lands_both_lanes_of_a_two_task_initiative(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = io.StringIO()
+    YAML().dump({"executor": readme_executor()}, config)  # lane_setup would download Claude
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": ["a"]}, extra_files={".github/imm.yml": config.getvalue()}
+    )
+    code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo))
+    assert code == 0, err
+    assert [c.state for c in current(repo).state.children] == [ChildState.INTEGRATED] * 2
+
+
+def test_the_stand_in_swallows_a_prompt_placed_after_allowed_tools_as_the_real_cli_does(
+    tmp_path: Path,
+) -> None:
+    """Why the recipe puts no prompt there: the old README's line failed every lane."""
+    done = subprocess.run(
+        [str(STAND_INS / "claude"), "-p", "--allowedTools", "Read,Edit", "Do the task"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Input must be provided either through stdin or as a prompt argument" in done.stderr
+
+
+def test_the_stand_in_takes_its_prompt_from_stdin_or_a_positional_argument(
+    tmp_path: Path,
+) -> None:
+    prompt = "# Task t\n\n## Scope\n\n- `t.txt`\n\n## Acceptance\n"
+    for argv, stdin in ((["-p"], prompt), (["-p", prompt, "--allowedTools", "Read"], "")):
+        (tmp_path / "t.txt").unlink(missing_ok=True)
+        done = subprocess.run(
+            [str(STAND_INS / "claude"), *argv], cwd=tmp_path, input=stdin,
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "t.txt").read_text() == "t\n"
