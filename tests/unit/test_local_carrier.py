@@ -121,3 +121,53 @@ def test_any_text_parses_or_fails_with_located_problems(text: str) -> None:
     else:
         ids = [task.task_id for task in located.initiative.tasks]
         assert ids == sorted(set(ids))
+
+
+# -- near misses of the format (issue 24 #5) ----------
+def test_a_slice_heading_without_its_id_is_an_error_at_its_own_line_with_a_suggestion() -> None:
+    text = "## add: Add\nTasks:\n- add\n## Subtraction\nTasks:\n- sub\n"
+    assert _problems(text) == [
+        f"{PATH}:4: '## Subtraction' opens a Slice without its id: write "
+        "'## <slice_id>: <title>' (did you mean '## subtraction: Subtraction'?)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "field", ["Blocked-by: add", "blocked_by: add", "Depends on: add", "Requires: add",
+              "Dependencies: add", "BlockedBy: add"],
+)  # fmt: skip
+def test_a_dependency_written_another_common_way_is_an_error_naming_the_field(field: str) -> None:
+    text = f"## add: Add\nTasks:\n- add\n## sub: Sub\nTasks:\n- sub\n{field}\n"
+    key = field.split(":", maxsplit=1)[0]
+    assert _problems(text) == [f"{PATH}:7: {key}: is not a field; did you mean 'Blocked by:'?"]
+
+
+def test_a_slice_error_hides_no_other_problem_of_the_file() -> None:
+    text = (
+        "## s1: One\nTasks:\n- a\n- b\n"
+        "## Two\nTasks:\n- c\n"
+        "## s3: Three\nTasks:\n- d\nRequires: a\n"
+        "## s4: Four\nTasks:\n- bad id!\n"
+    )
+    assert [p.split(": ")[0] for p in _problems(text)] == [
+        f"{PATH}:1",
+        f"{PATH}:5",
+        f"{PATH}:11",
+        f"{PATH}:14",
+    ]
+
+
+PROSE = st.text(
+    alphabet=st.characters(codec="ascii", exclude_categories=("Cc",)), max_size=60
+).filter(lambda line: ":" not in line and not line.lstrip().startswith(("#", "-", "*", "`")))
+
+
+@given(st.lists(PROSE, max_size=5))
+def test_prose_stays_prose(lines: list[str]) -> None:
+    text = "## s1: One\n" + "\n".join(lines) + "\nTasks:\n- a\n\n" + "\n".join(lines) + "\n"
+    assert _tasks(text) == [("a", "s1", [])]
+
+
+@pytest.mark.parametrize("line", ["Note: tasks are small", "Status: draft", "## Notes"])
+def test_ordinary_keys_and_headings_stay_prose(line: str) -> None:
+    assert _tasks(f"## s1: One\nTasks:\n- a\n{line}\nmore prose\n") == [("a", "s1", [])]

@@ -24,6 +24,16 @@ _SLICE_HEADING = re.compile(r"##\s+([^\s:]+)\s*:")
 _BLOCKED_BY = re.compile(r"blocked by\s*:(.*)", re.IGNORECASE)
 _TASKS = re.compile(r"tasks\s*:\s*", re.IGNORECASE)
 _BULLET = re.compile(r"[-*]\s+(.*)")
+# A `## heading` that is no Slice heading; a `Key:` line that may be a field spelled otherwise.
+_HEADING = re.compile(r"##\s+(\S.*)")
+_FIELD = re.compile(r"([A-Za-z][A-Za-z _-]{0,24}?)\s*:(.*)")
+# How people write the two fields when they do not write them as the format says (issue 24 #5).
+_NEAR_MISSES = {
+    "blockedby": "Blocked by:", "blocked": "Blocked by:", "blockedon": "Blocked by:",
+    "dependson": "Blocked by:", "depends": "Blocked by:", "dependencies": "Blocked by:",
+    "requires": "Blocked by:", "needs": "Blocked by:", "after": "Blocked by:",
+    "task": "Tasks:", "tasklist": "Tasks:",
+}  # fmt: skip
 _QUOTED = re.compile(r"`(.*)`")
 
 
@@ -49,7 +59,7 @@ def has_local_initiative(inputs: CommittedInputs, slug: str) -> bool:
 
 @dataclass
 class _Slice:
-    slice_id: str
+    slice_id: str | None  # None: a heading meant as a Slice's, without its id (reported)
     line: int
     tasks: list[tuple[str, int]] = field(default_factory=list)
     blocked_by: list[tuple[str, int]] = field(default_factory=list)
@@ -81,14 +91,20 @@ def read_local_initiative(inputs: CommittedInputs, slug: str) -> LocatedInitiati
 
 
 def parse_local_initiative(text: str, slug: str, path: str) -> LocatedInitiative:
-    slices = _scan_slices(text.removeprefix("\ufeff"))  # a BOM is read past, as in intents
+    """The initiative, or every problem of the file at once (issue 24 #5): near-misses of the
+    format are errors with a "did you mean", and a problem in one Slice hides no other."""
+    near_misses: list[Problem] = []
+    slices = _scan_slices(text.removeprefix("\ufeff"), path, near_misses)  # BOM read past
     if not slices:
         raise InputError(
-            [Problem(path, None, "declares no Slice (start one with '## <slice_id>: <title>')")]
+            near_misses
+            or [Problem(path, None, "declares no Slice (start one with '## <slice_id>: <title>')")]
         )
-    problems: list[Problem] = []
+    problems = list(near_misses)
     observed: list[ObservedTask] = []
     for piece in slices:
+        if piece.slice_id is None:
+            continue
         if len(piece.tasks) != 1:
             problems.append(
                 Problem(
@@ -110,17 +126,21 @@ def parse_local_initiative(text: str, slug: str, path: str) -> LocatedInitiative
                 location=Location(path, piece.tasks[0][1]),
             )
         )
+    try:
+        located = normalise(slug, LocalCarrier(path=path), observed, Location(path, None))
+    except InputError as error:
+        raise InputError(sorted([*problems, *error.problems])) from None
     if problems:
-        raise InputError(problems)
-    return normalise(slug, LocalCarrier(path=path), observed, Location(path, None))
+        raise InputError(sorted(problems))
+    return located
 
 
-def _scan_slices(text: str) -> list[_Slice]:
+def _scan_slices(text: str, path: str, near_misses: list[Problem]) -> list[_Slice]:
+    lines = [js_trim(raw) for raw in re.split(r"\r?\n", text)]
     slices: list[_Slice] = []
     in_tasks = False
     fenced = False
-    for number, raw in enumerate(re.split(r"\r?\n", text), start=1):
-        line = js_trim(raw)
+    for number, line in enumerate(lines, start=1):
         if line.startswith("```"):
             fenced = not fenced
             continue
@@ -129,6 +149,12 @@ def _scan_slices(text: str) -> list[_Slice]:
         heading = _SLICE_HEADING.match(line)
         if heading:
             slices.append(_Slice(heading.group(1), number))
+            in_tasks = False
+            continue
+        if _HEADING.fullmatch(line) and _opens_tasks(lines[number:]):
+            # meant as a Slice (a Tasks list follows): its tasks must not join the last Slice
+            near_misses.append(Problem(path, number, _heading_without_id(line)))
+            slices.append(_Slice(None, number))
             in_tasks = False
             continue
         if not slices:
@@ -146,9 +172,46 @@ def _scan_slices(text: str) -> list[_Slice]:
         bullet = _BULLET.fullmatch(line)
         if in_tasks and bullet:
             current.tasks.append((_unquote(bullet.group(1)), number))
-        elif line:
+            continue
+        if line:
             in_tasks = False
+        meant = _meant_field(line)
+        if meant is not None:
+            near_misses.append(
+                Problem(
+                    path, number, f"{line.split(':')[0]}: is not a field; did you mean {meant!r}?"
+                )
+            )
     return slices
+
+
+def _meant_field(line: str) -> str | None:
+    """The field a `Key: …` line was meant to be, when its key is a known way of misspelling
+    one (`Blocked-by:`, `blocked_by:`, `Depends on:`, `Requires:`); None for prose."""
+    found = _FIELD.fullmatch(line)
+    if found is None or _BLOCKED_BY.fullmatch(line) or _TASKS.fullmatch(line):
+        return None
+    key = re.sub(r"[\s_-]+", "", found.group(1)).lower()
+    return _NEAR_MISSES.get(key)
+
+
+def _opens_tasks(following: list[str]) -> bool:
+    """Whether a `Tasks:` line (or a near miss of one) comes before the next heading."""
+    for line in following:
+        if line.startswith("#"):
+            return False
+        if _TASKS.fullmatch(line) or _meant_field(line) == "Tasks:":
+            return True
+    return False
+
+
+def _heading_without_id(line: str) -> str:
+    title = line.removeprefix("##").strip()
+    suggested = re.sub(r"[^A-Za-z0-9._-]+", "-", title.lower()).strip("-.") or "slice-1"
+    return (
+        f"'{line}' opens a Slice without its id: write '## <slice_id>: <title>' "
+        f"(did you mean '## {suggested}: {title}'?)"
+    )
 
 
 def _unquote(value: str) -> str:
