@@ -128,7 +128,9 @@ def _initiatives(repo: Path, client: GitHubClient | None = None) -> InitiativeSo
     if client is None:
         client, _ = _github_client("reading a GitHub-carried initiative")
     repository = os.environ["GITHUB_REPOSITORY"]
-    issues = GitHubSource(client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""))
+    issues = GitHubSource(
+        client, repository, os.environ.get("GITHUB_REPOSITORY_ID", ""), client.repository_id
+    )
     return Initiatives(repo, issues)
 
 

@@ -253,3 +253,14 @@ def test_imm_plan_takes_the_initiative_as_the_number_of_its_issue(
     assert code == 0
     assert json.loads(out)["initiative"] == "gh"
     assert len(fake.requests) == 1  # the issue read once: to name the slug and for the plan
+
+
+def test_outside_actions_the_repository_id_is_asked_of_the_api_once(fake: FakeGitHub) -> None:
+    """Issue 24 #7: used locally against GitHub there is no GITHUB_REPOSITORY_ID."""
+    _big(fake, "local", 2)
+    client = _client(fake)
+    source = GitHubSource(client, REPO, "", client.repository_id)
+    assert len(source.read("local").initiative.tasks) == 2
+    assert source.repository_id == _repo_id(fake)
+    asked = [r for r in fake.requests if r.path == f"/repos/{REPO}"]
+    assert len(asked) == 1

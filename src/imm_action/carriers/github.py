@@ -10,7 +10,7 @@ while); else listing the repository's issues newest first, stopping at the first
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -93,8 +93,20 @@ class GitHubSource:
 
     reader: GraphQLReader
     repository: str  # owner/name
-    repository_id: str  # GitHub's numeric id, as the tracker's repo-id marker holds it
+    # GitHub's numeric id, as the tracker's repo-id marker holds it; "" with `id_lookup`: asked
+    # of the API when first needed (outside Actions nothing sets GITHUB_REPOSITORY_ID)
+    known_id: str
+    id_lookup: Callable[[], str] | None = field(default=None, compare=False, repr=False)
     _read: dict[str, LocatedInitiative] = field(default_factory=dict, compare=False, repr=False)
+    _id: list[str] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def repository_id(self) -> str:
+        if self.known_id or self.id_lookup is None:
+            return self.known_id
+        if not self._id:
+            self._id.append(self.id_lookup())
+        return self._id[0]
 
     def read(self, slug: str, issue: int | None = None) -> LocatedInitiative:
         """The initiative `slug`; `issue`, when known (the event's issue, a `#123` input, the

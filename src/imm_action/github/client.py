@@ -176,6 +176,11 @@ class GitHubClient:
             self._repository = self._github.get_repo(self._repository_name)
         return self._repository
 
+    def repository_id(self) -> str:
+        """GitHub's numeric id of the repository (what the tracker's repo-id marker holds),
+        for runs outside Actions, where GITHUB_REPOSITORY_ID is not set."""
+        return str(self.call("reading the repository", lambda: self._repo().id))
+
     def call(self, what: str, operation: Callable[[], T]) -> T:
         """Run `operation`, again on passing failures, up to the budget; then a clear error."""
         retrying = Retrying(
