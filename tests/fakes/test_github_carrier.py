@@ -4,6 +4,7 @@ sub-issues, the hand-written Slice form, and errors that name the issue."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -218,6 +219,7 @@ def test_a_graphql_error_exits_2_with_githubs_message_and_no_crash_log(
     repo = make_repo(Path(str(tmp_path)) / "r", files)
     environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": "acme/gone"}
     environment |= {"GITHUB_API_URL": fake.url, "RUNNER_TEMP": str(tmp_path)}
+    environment |= {"GITHUB_REPOSITORY_ID": "1"}  # as in Actions: the query is what fails
     for key, value in environment.items():
         monkeypatch.setenv(key, value)
     code, _, err = run_cli(capsys, "plan", "gh", "--repo", str(repo))
@@ -264,3 +266,21 @@ def test_outside_actions_the_repository_id_is_asked_of_the_api_once(fake: FakeGi
     assert source.repository_id == _repo_id(fake)
     asked = [r for r in fake.requests if r.path == f"/repos/{REPO}"]
     assert len(asked) == 1
+
+
+def test_outside_actions_an_unknown_repository_exits_2_naming_it(
+    fake: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from tests.conftest import initiative_files, make_repo, run_cli
+
+    files = initiative_files("gh", {"a": []})
+    del files["docs/initiatives/gh.md"]
+    repo = make_repo(tmp_path / "r", files)
+    monkeypatch.delenv("GITHUB_REPOSITORY_ID", raising=False)
+    environment = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": "acme/gone"}
+    for key, value in {**environment, "GITHUB_API_URL": fake.url}.items():
+        monkeypatch.setenv(key, value)
+    code, _, err = run_cli(capsys, "plan", "gh", "--repo", str(repo))
+    assert code == 2
+    assert "GitHub has no repository acme/gone this token can see (404)" in err

@@ -179,7 +179,15 @@ class GitHubClient:
     def repository_id(self) -> str:
         """GitHub's numeric id of the repository (what the tracker's repo-id marker holds),
         for runs outside Actions, where GITHUB_REPOSITORY_ID is not set."""
-        return str(self.call("reading the repository", lambda: self._repo().id))
+        try:
+            return str(self.call("reading the repository", lambda: self._repo().id))
+        except GithubException as error:
+            if error.status in (403, 404):
+                raise GitHubQueryError(
+                    f"GitHub has no repository {self._repository_name} this token can see "
+                    f"({error.status}): check GITHUB_REPOSITORY and the token"
+                ) from None
+            raise
 
     def call(self, what: str, operation: Callable[[], T]) -> T:
         """Run `operation`, again on passing failures, up to the budget; then a clear error."""
