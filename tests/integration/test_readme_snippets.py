@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,35 @@ def test_the_readme_describes_the_demo_as_it_is() -> None:
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     depth = max(level.values())
     assert f"{words[len(TASKS)]} tasks {words[depth]} levels deep" in text
+
+
+COMMAND = re.compile(r"(?:`|^ {4})(?:\.venv/bin/)?(imm [a-z][^`\n]*)", re.MULTILINE)
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return sorted({found.strip() for found in COMMAND.findall(text)})
+
+
+def _help(subcommand: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "imm_action", subcommand, "--help"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"README shows `imm {subcommand}`, which imm does not know"
+    return done.stdout
+
+
+def test_every_command_the_readme_shows_names_a_subcommand_and_options_imm_has() -> None:
+    """Issue 24: README's commands are checked against `--help`."""
+    commands = readme_commands()
+    assert len(commands) > 10
+    helps: dict[str, str] = {}
+    for command in commands:
+        words = command.replace("|", " ").replace("[", " ").replace("]", " ").split()
+        subcommand = words[1]
+        if subcommand.startswith("<"):
+            continue
+        text = helps.setdefault(subcommand, _help(subcommand))
+        for option in (word.split("=")[0] for word in words if word.startswith("--")):
+            assert option in text, f"README: `{command}` — `imm {subcommand}` has no {option}"
