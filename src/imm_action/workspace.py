@@ -97,7 +97,46 @@ def load_config(repo: Path, relative: str | None = None) -> LoadedConfig:
     256 KiB, UTF-8 text; it is read with a safe loader that refuses duplicate keys and alias
     expansion beyond a small bound."""
     relative = relative or config_path()
-    raw = _config_bytes(repo, relative)
+    return _config_of(_config_bytes(repo, relative), relative)
+
+
+def load_config_at(repo: Path, commit: str, relative: str | None = None) -> LoadedConfig:
+    """The config as `commit` holds it, under the same rules as `load_config`. A lane reads
+    the config of its batch's plan commit (ADR 0034): not the user's working tree, not a lane
+    base a lane may have changed — what the batch was planned with runs its lanes."""
+    relative = relative or config_path()
+    git = GitRepo(repo)
+    try:
+        return _config_of(_committed_config_bytes(git, commit, relative), relative)
+    finally:
+        git.close()
+
+
+def _committed_config_bytes(repo: GitRepo, commit: str, relative: str) -> bytes | None:
+    parts = relative.split("/")
+    prefixes = ["/".join(parts[: depth + 1]) for depth in range(len(parts))]
+    entries = repo.tree_entries(commit, prefixes, recursive=False)
+    for where in prefixes:
+        entry = entries.get(where)
+        if entry is None:
+            return None
+        if entry.mode == "120000":
+            raise InputError(
+                [Problem(relative, None, f"must be a regular file in the repository ({where} "
+                         "is a symbolic link; its target is not read)")]
+            )  # fmt: skip
+    found = entries[relative]
+    if not found.is_file:
+        raise InputError([Problem(relative, None, "must be a regular file")])
+    if found.size is not None and found.size > MAX_CONFIG_BYTES:
+        raise InputError([Problem(relative, None, f"is larger than {MAX_CONFIG_BYTES} bytes")])
+    raw = repo.read_blob(found.oid) or b""
+    if b"\0" in raw:
+        raise InputError([Problem(relative, None, "is not a text file (binary content)")])
+    return raw
+
+
+def _config_of(raw: bytes | None, relative: str) -> LoadedConfig:
     if raw is None:
         return LoadedConfig(RepoConfig(), ())
     data = _parse_config(raw, relative)

@@ -96,3 +96,20 @@ def tree_with_weak_intent(repo: Path) -> None:
     (repo / "docs/plans/c.intent.json").write_text(WEAK)
     git(repo, "commit", "-qam", "loosen c's check")
     git(repo, "checkout", "-q", "main")
+
+
+def test_lanes_run_with_the_config_the_batch_was_planned_with_not_the_working_trees(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 #1: an uncommitted edit of the config (a `lane_setup`, an `executor_env`)
+    changes nothing the lanes run."""
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    marker = tmp_path / "lane-setup-ran"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": "{}\n"})
+    (repo / ".github/imm.yml").write_text(f"lane_setup: touch {marker}\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 0, err
+    assert not marker.exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -26,11 +26,12 @@ from imm_action.lanes.handoff import (
 )
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
+from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchRunState, ChildState, Lane
 from imm_action.passes.observe import plan_paths
 from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
-from imm_action.workspace import config_path
+from imm_action.workspace import config_path, load_config_at
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,15 @@ def _git_dir(batch_repo: BatchRepo) -> Path:
     return Path(batch_repo.repo.git.output(["rev-parse", "--absolute-git-dir"]).strip())
 
 
+def _planned_config(batch_repo: BatchRepo, state: BatchRunState, lane: Lane) -> RepoConfig:
+    """The config the batch was planned with (its `lane_setup`, `executor_env`, committer):
+    never the user's working tree, never a lane's (ADR 0034). A lane job's shallow clone may
+    not hold the plan's commit; its lane base then serves, whose config no lane of the batch
+    could change (`lane_touches_plan`)."""
+    at = state.judged_at if batch_repo.repo.resolve(state.judged_at) else lane.base_head
+    return load_config_at(batch_repo.root, at).config
+
+
 def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]:
     stored = StateStore(refs).load(args.batch_id)
     if stored is None:
@@ -125,6 +135,7 @@ def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]
 def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) -> int:
     state, lane = _admitted_lane(args, refs)
     child = next(c for c in state.children if c.task_id == args.task_id)
+    batch_repo = replace(batch_repo, config=_planned_config(batch_repo, state, lane))
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor or set executor in .github/imm.yml")
