@@ -113,19 +113,12 @@ def load_config_at(repo: Path, commit: str, relative: str | None = None) -> Load
 
 
 def _committed_config_bytes(repo: GitRepo, commit: str, relative: str) -> bytes | None:
-    parts = relative.split("/")
-    prefixes = ["/".join(parts[: depth + 1]) for depth in range(len(parts))]
-    entries = repo.tree_entries(commit, prefixes, recursive=False)
-    for where in prefixes:
-        entry = entries.get(where)
-        if entry is None:
-            return None
-        if entry.mode == "120000":
-            raise InputError(
-                [Problem(relative, None, f"must be a regular file in the repository ({where} "
-                         "is a symbolic link; its target is not read)")]
-            )  # fmt: skip
-    found = entries[relative]
+    found = repo.tree_entries(commit, [relative], recursive=False).get(relative)
+    if found is None:
+        _refuse_linked_folders(repo, commit, relative)
+        return None
+    if found.is_link:
+        raise InputError([Problem(relative, None, "must be a regular file (not a link)")])
     if not found.is_file:
         raise InputError([Problem(relative, None, "must be a regular file")])
     if found.size is not None and found.size > MAX_CONFIG_BYTES:
@@ -134,6 +127,21 @@ def _committed_config_bytes(repo: GitRepo, commit: str, relative: str) -> bytes 
     if b"\0" in raw:
         raise InputError([Problem(relative, None, "is not a text file (binary content)")])
     return raw
+
+
+def _refuse_linked_folders(repo: GitRepo, commit: str, relative: str) -> None:
+    """A config reached through a symlinked folder is refused, as in a working tree."""
+    parts = relative.split("/")
+    for depth in range(1, len(parts)):
+        where = "/".join(parts[:depth])
+        entry = repo.tree_entries(commit, [where], recursive=False).get(where)
+        if entry is None:
+            return
+        if entry.is_link:
+            raise InputError(
+                [Problem(relative, None, f"must be a regular file in the repository ({where} "
+                         "is a symbolic link; its target is not read)")]
+            )  # fmt: skip
 
 
 def _config_of(raw: bytes | None, relative: str) -> LoadedConfig:

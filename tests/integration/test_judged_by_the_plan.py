@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.errors import InputError
 from imm_action.model.state import ChildState
+from imm_action.workspace import load_config_at
 from tests.batch_helpers import (
     current,
     file_check,
@@ -113,3 +115,23 @@ def test_lanes_run_with_the_config_the_batch_was_planned_with_not_the_working_tr
         code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
     assert code == 0, err
     assert not marker.exists()
+
+
+def test_the_config_of_a_commit_is_read_from_the_commit_under_the_working_trees_rules(
+    tmp_path: Path,
+) -> None:
+    repo = make_project(
+        tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": "max_parallel: 3\n"}
+    )
+    (repo / ".github/imm.yml").write_text("max_parallel: 9\n")  # not committed
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert load_config_at(repo, head).config.max_parallel == 3
+    git(repo, "rm", "-q", "-r", "-f", ".github")
+    (repo / "elsewhere").mkdir()
+    (repo / "elsewhere/imm.yml").write_text("max_parallel: 2\n")
+    (repo / ".github").symlink_to("elsewhere")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config through a linked folder")
+    linked = git(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(InputError, match=r"\.github is a symbolic link; its target is not read"):
+        load_config_at(repo, linked)
