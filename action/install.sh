@@ -5,7 +5,7 @@
 #
 # `install.sh --key` only says where the environment goes and its key (the step before
 # actions/cache restores it, so the jobs of a run after the first install nothing).
-# The install itself is uv's (ADR 0043): about 2 s cold where pip takes about 25 s.
+# The install itself is uv's (ADR 0043): a few seconds cold where pip takes 13-25 s.
 # IMM_INSTALLER=pip installs with pip instead: the baseline benchmarks/job_overhead.py measures.
 set -euo pipefail
 
@@ -62,7 +62,12 @@ if [ ! -f "$venv/.complete" ]; then
     uv="$(find_uv)"
     export UV_CACHE_DIR="$cache_root/uv-cache" UV_NO_PROGRESS=1
     "$uv" venv --quiet --python "$python" "$venv"
-    "$uv" pip install --quiet --python "$venv/bin/python" "$action_dir"
+    # Python writes the bytecode of what a step imports, and actions/cache keeps it for the
+    # run's other jobs. Where PYTHONDONTWRITEBYTECODE is set it never would: every step would
+    # compile again, so compile here, once (about 1.5 s more).
+    compile=()
+    if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then compile=(--compile-bytecode); fi
+    "$uv" pip install --quiet "${compile[@]}" --python "$venv/bin/python" "$action_dir"
   fi
   touch "$venv/.complete"
 fi
