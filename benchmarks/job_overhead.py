@@ -10,8 +10,9 @@ act, with the shipped workflows — each step of one lane job and of one integra
 2. `imm --version`, a fresh process from the installed environment, 10 runs. Goal: <= 0.15 s.
 3. One batch of one task under act (host mode, local stand-ins for GitHub's actions, the fake
    GitHub): the steps of the lane job and of the integrate job, from act's log, with uv and
-   with pip, each in a fresh tool cache (so every job's install is cold... after the first job
-   of the run, which is what actions/cache gives the others on GitHub).
+   with pip, each run in a fresh tool cache. The run's plan job installs; the lane and
+   integrate jobs find that install, as `actions/cache` gives it to them on GitHub: these rows
+   are a job's cost once installed, not a comparison of installers (part 1 is).
 
     python benchmarks/job_overhead.py [--runs 5] [--no-act]
 
@@ -100,7 +101,9 @@ def act_steps(installer: str) -> dict[str, dict[str, float]]:
     jobs: dict[str, dict[str, float]] = {}
     for line in "".join(run.log for run in runs[:1]).splitlines():
         found = STEP.match(line.strip())
-        if found and found["step"] not in ("./",):
+        # A composite action's own line (`./`, `owner/name@ref`) spans its inner steps, which
+        # are listed too: counting both would count their time twice.
+        if found and found["step"] != "./" and "@" not in found["step"]:
             jobs.setdefault(found["job"].strip(), {})[found["step"]] = seconds(found["took"])
     return jobs
 
