@@ -8,10 +8,7 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from imm_action.batches.repo import pass_ports, pass_request
-from imm_action.local import verifying
 from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import NO_MASK
 from imm_action.passes.driver import PassResult, reconcile
@@ -121,22 +118,29 @@ def _round(worker: BackgroundChecks, waiting: PassResult, scopes: dict[str, tupl
     assert verified is True
 
 
-def test_a_round_verifies_the_first_lanes_of_the_chain_and_leaves_the_rest_waiting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_round_verifies_the_whole_ready_stack_once_and_a_lane_ended_since_waits(
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(verifying, "round_limit", lambda workers: 1)  # the forked worker too
-    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    counter = tmp_path / "runs"
+    checks = {
+        task: descriptor(["-c", f"open({str(counter)!r}, 'a').write({task!r})"]) for task in "abc"
+    }
+    repo = make_project(tmp_path / "r", {"a": [], "b": [], "c": []}, checks=checks)
     run_pass(repo)
     work(repo, "a")
     work(repo, "b")
     cache, memo = ResultCache(), CandidateMemo()
     worker = BackgroundChecks(CheckSettings(repo, os.environ["PATH"], None, NO_MASK), cache, memo)
-    scopes = {"a": ("a.txt",), "b": ("b.txt",)}
+    scopes = {"a": ("a.txt",), "b": ("b.txt",), "c": ("c.txt",)}
 
     _round(worker, _quiet_pass(repo, cache, memo), scopes)
+    # a's check and b's, once each, on the stack's top: not a's again on b's candidate
+    assert sorted(counter.read_text()) == ["a", "b"]
+    work(repo, "c")
     first = _quiet_pass(repo, cache, memo)
-    assert first.integrated == ("a",)
-    assert first.unverified == ("b",)
+    assert first.integrated == ("a", "b")
+    assert first.unverified == ("c",)
 
     _round(worker, first, scopes)
-    assert _quiet_pass(repo, cache, memo).integrated == ("b",)
+    assert _quiet_pass(repo, cache, memo).integrated == ("c",)
+    assert sorted(counter.read_text()) == ["a", "a", "b", "b", "c"]

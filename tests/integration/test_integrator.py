@@ -272,11 +272,12 @@ def test_a_landed_lane_outcome_stays_reachable_from_the_state_chain(tmp_path: Pa
         assert git(repo, "rev-parse", f"{outcome}^").strip() == lanes[task]
 
 
-def test_verify_parallel_sets_how_many_candidates_the_integrator_checks_at_once(
+def test_verify_parallel_sets_how_many_checks_of_a_stack_the_integrator_runs_at_once(
     tmp_path: Path,
 ) -> None:
-    # Each check waits (up to 60 s) until every candidate's check has started: they can all
-    # pass only if `verify_parallel` candidates run at once, more than the cores of this machine.
+    # Each task's check waits (up to 60 s) until every task's check has started: they can all
+    # pass only if `verify_parallel` checks of the stack run at once, more than this machine's
+    # cores (SPEC §5.4: the stack's checks run on its top, `verify_parallel` at a time).
     lanes = (os.cpu_count() or 1) + 1
     tasks = {f"t{index}": [] for index in range(lanes)}
     meeting = tmp_path / "meeting"
@@ -287,9 +288,9 @@ def test_verify_parallel_sets_how_many_candidates_the_integrator_checks_at_once(
         f"sys.exit(0 if any(len(os.listdir(d)) >= {lanes} or time.sleep(0.1) "
         "for _ in range(600)) else 1)"
     )
-    check = descriptor(["-c", code, str(meeting)])
+    checks = {task: descriptor(["-c", code, str(meeting), task]) for task in tasks}
     config = f"max_parallel: {lanes}\nverify_parallel: {lanes}\n"
-    repo = make_project(tmp_path / "r", tasks, checks=dict.fromkeys(tasks, check),
+    repo = make_project(tmp_path / "r", tasks, checks=checks,
                         extra_files={".github/imm.yml": config})  # fmt: skip
     run_pass(repo)
     for task in tasks:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -530,31 +530,87 @@ def test_a_running_lane_waits_and_its_job_is_recorded_when_found() -> None:
     assert (lane.runner.job_id, lane.runner.job, lane.runner.job_url) == (70, "lane (a)", JOB_URL)
 
 
-# -- landing (SPEC §5.4) ----------
-def test_candidates_land_in_order_and_a_stale_one_waits_for_the_next_round() -> None:
-    first = CandidateFacts("a", BASE, LANE_A, HEAD, CANDIDATE, _checks())
-    second_candidate = Candidate(oid("c2"), oid("t2"), CANDIDATE.commit, BASE, oid("lane", "b"))
-    second = CandidateFacts(
-        "b", BASE, oid("lane", "b"), CANDIDATE.commit, second_candidate, _checks()
-    )
-    stale_candidate = Candidate(oid("c3"), oid("t3"), oid("elsewhere"), BASE, oid("lane", "c"))
-    stale = CandidateFacts(
-        "c", BASE, oid("lane", "c"), oid("elsewhere"), stale_candidate, _checks()
-    )
-    decided = decide_landings(HEAD, [first, second, stale])
+# -- landing a verified stack (SPEC §5.4) ----------
+SECOND = Candidate(oid("c2"), oid("t2"), CANDIDATE.commit, BASE, oid("lane", "b"))
+
+
+def _passed(check_id: str) -> CheckResult:
+    return _failed(check_id).model_copy(update={"passed": True, "exit_code": 0})
+
+
+def _stack_entry(
+    task_id: str,
+    build: Candidate,
+    results: tuple[CheckResult, ...] = (),
+    judged_on: str | None = None,
+    **more: object,
+) -> CandidateFacts:
+    checks = ChecksFound((Check(f"{task_id}:ok", parse_descriptor(descriptor(["-c", "ok"]))),))
+    return CandidateFacts(
+        task_id, BASE, build.lane_commit, build.head, build, checks, results,
+        judged_on=judged_on, **more,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_stack_whose_top_passed_lands_every_lane_at_its_own_candidate() -> None:
+    first = _stack_entry("a", CANDIDATE, (_passed("a:ok"),), SECOND.tree)
+    second = _stack_entry("b", SECOND, (_passed("b:ok"),), SECOND.tree)
+    decided = decide_landings(HEAD, [first, second])
     assert decided.steps == (
         Land("a", CANDIDATE.commit, HEAD),
-        Land("b", second_candidate.commit, CANDIDATE.commit),
+        Land("b", SECOND.commit, CANDIDATE.commit),
     )
     assert decided.again
 
 
-def test_a_failed_check_ends_the_round_after_parking() -> None:
-    failing = CandidateFacts("a", BASE, LANE_A, HEAD, CANDIDATE, _checks(), (_failed("a:ok"),))
-    after = CandidateFacts("b", BASE, oid("b"), CANDIDATE.commit, CANDIDATE, _checks())
-    decided = decide_landings(HEAD, [failing, after])
-    assert [type(step) for step in decided.steps] == [Park]
+def test_nothing_of_a_stack_lands_while_its_top_is_not_judged() -> None:
+    first = _stack_entry("a", CANDIDATE, (_passed("a:ok"),), SECOND.tree)
+    second = _stack_entry("b", SECOND)
+    assert decide_landings(HEAD, [first, second]).steps == ()
+
+
+def test_lanes_judged_on_different_trees_never_land_together() -> None:
+    first = _stack_entry("a", CANDIDATE, (_passed("a:ok"),), CANDIDATE.tree)
+    second = _stack_entry("b", SECOND, (_passed("b:ok"),), SECOND.tree)
+    assert decide_landings(HEAD, [first, second]).steps == ()
+
+
+def test_a_lane_lands_only_with_a_result_for_every_check_it_is_judged_by() -> None:
+    first = _stack_entry("a", CANDIDATE, (), CANDIDATE.tree)
+    assert decide_landings(HEAD, [first]).steps == ()
+
+
+def test_a_stale_candidate_waits_for_the_next_round() -> None:
+    first = _stack_entry("a", CANDIDATE, (_passed("a:ok"),), CANDIDATE.tree)
+    stale_candidate = Candidate(oid("c3"), oid("t3"), oid("elsewhere"), BASE, oid("lane", "c"))
+    stale = _stack_entry("c", stale_candidate, (_passed("c:ok"),), CANDIDATE.tree)
+    decided = decide_landings(HEAD, [first, stale])
+    assert decided.steps == (Land("a", CANDIDATE.commit, HEAD),)
+
+
+def test_culprits_are_parked_and_nothing_else_of_their_stack_lands() -> None:
+    first = _stack_entry("a", CANDIDATE)
+    culprit = _stack_entry("b", SECOND, (_failed("b:ok"),), SECOND.tree)
+    decided = decide_landings(HEAD, [first, culprit])
+    assert [(type(step), step.task_id) for step in decided.steps] == [(Park, "b")]
     assert decided.again
+
+
+def test_a_culprit_is_parked_naming_its_own_candidate_and_the_check_it_broke() -> None:
+    broken = Check("z:suite", parse_descriptor(descriptor(["-c", "suite"])))
+    culprit = _stack_entry("b", SECOND, (_failed("z:suite"),), SECOND.tree, also_checks=(broken,))
+    (step,) = decide_landings(HEAD, [culprit]).steps
+    assert isinstance(step, Park)
+    assert step.reason == f"{reasons.CHECK_FAILED}: z:suite failed on candidate {SECOND.commit}"
+    assert [failure.step for failure in step.failures] == ["z:suite"]
+
+
+def test_a_lane_refused_above_the_first_culprit_waits_for_the_rebuilt_stack() -> None:
+    culprit = _stack_entry("a", CANDIDATE, (_failed("a:ok"),), CANDIDATE.tree)
+    conflicting = _stack_entry("b", SECOND)
+    conflicting = replace(conflicting, build=MergeConflicts(("a.txt",)))
+    decided = decide_landings(HEAD, [culprit, conflicting])
+    assert [step.task_id for step in decided.steps] == ["a"]
 
 
 # -- starting (SPEC §5.2 step 1) ----------

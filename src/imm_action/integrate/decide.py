@@ -348,10 +348,15 @@ def ready_to_integrate(state: BatchRunState) -> list[BatchChild]:
 
 
 def decide_landings(head: str, chain: Sequence[CandidateFacts]) -> LandingDecision:
-    """Land the speculative chain in plan order up to the first failure. A refused lane is
-    parked and the chain goes on; a failed check parks its lane and ends the round (the rest
-    was built on it); a candidate built on one that did not land is rebuilt next round."""
+    """Land a verified stack (SPEC §5.4): the chain in plan order, each lane at its own
+    candidate, when the top's tree passed every check of every lane — or, when checks failed,
+    park the culprits the bisection found and the refused lanes below them; the rest is built
+    again without them next round. A refused lane is parked and the chain goes on."""
+    culprits = [index for index, entry in enumerate(chain) if _failed(entry)]
+    if culprits:
+        return _park_culprits(chain, culprits)
     steps: list[Landing] = []
+    landed: list[CandidateFacts] = []
     for entry in chain:
         refusal = refusal_of(entry)
         if refusal is not None:
@@ -360,17 +365,67 @@ def decide_landings(head: str, chain: Sequence[CandidateFacts]) -> LandingDecisi
         build = entry.build
         if not isinstance(build, Candidate):
             raise t.TransitionError(f"candidate of {entry.task_id} was neither built nor refused")
-        if build.head != head:
+        if build.head != head or not _passed_whole(entry):
             break
-        failed = [result.check_id for result in entry.results if not result.passed]
-        if failed:
-            why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {build.commit}"
-            checks = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
-            failures = tuple(check_failures(checks, entry.results))
-            return LandingDecision((*steps, Park(entry.task_id, why, failures)), again=True)
+        landed.append(entry)
         steps.append(Land(entry.task_id, build.commit, head))
         head = build.commit
+    kept = _judged_by_the_top(landed)
+    if len(kept) < len(landed):
+        # refusals above the first lane that does not land were found against its candidate
+        cut = steps.index(next(s for s in steps if s.task_id == landed[len(kept)].task_id))
+        steps = steps[:cut]
     return LandingDecision(tuple(steps), again=bool(steps))
+
+
+def _failed(entry: CandidateFacts) -> bool:
+    return any(not result.passed for result in entry.results)
+
+
+def _passed_whole(entry: CandidateFacts) -> bool:
+    """Results for every check the lane is judged by, all passed."""
+    if not isinstance(entry.checks, ChecksFound) or entry.judged_on is None:
+        return False
+    passed = {result.check_id for result in entry.results if result.passed}
+    return all(check.check_id in passed for check in entry.checks.checks)
+
+
+def _judged_by_the_top(landed: list[CandidateFacts]) -> list[CandidateFacts]:
+    """The landed lanes up to the last whose tree is the one all of them were judged on: the
+    batch branch moves only to a tree that passed every check of every lane it adds."""
+    if not landed:
+        return []
+    judged = {entry.judged_on for entry in landed}
+    if len(judged) != 1:
+        return []
+    (tree,) = judged
+    last = max(
+        (i for i, entry in enumerate(landed) if isinstance(entry.build, Candidate)
+         and entry.build.tree == tree),
+        default=-1,
+    )  # fmt: skip
+    return landed[: last + 1]
+
+
+def _park_culprits(chain: Sequence[CandidateFacts], culprits: list[int]) -> LandingDecision:
+    """The culprits, and the lanes refused below the first of them (those above it were
+    refused against candidates that are built again)."""
+    steps: list[Landing] = []
+    for index, entry in enumerate(chain):
+        if index in culprits:
+            steps.append(_culprit_park(entry))
+        elif index < culprits[0] and (refusal := refusal_of(entry)) is not None:
+            steps.append(Park(entry.task_id, refusal))
+    return LandingDecision(tuple(steps), again=True)
+
+
+def _culprit_park(entry: CandidateFacts) -> Park:
+    failed = [result.check_id for result in entry.results if not result.passed]
+    commit = entry.build.commit if isinstance(entry.build, Candidate) else entry.lane_commit
+    why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {commit}"
+    own = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
+    failures = tuple(check_failures((*own, *entry.also_checks), entry.results))
+    return Park(entry.task_id, why, failures)
 
 
 def refusal_of(entry: CandidateFacts) -> str | None:

@@ -93,3 +93,9 @@ class CandidateFacts:
     scope: tuple[str, ...] = ()  # the task's scope_hint as planned
     plan_paths: frozenset[str] = frozenset()  # files no lane may change (lane_touches_plan)
     tree_links: Mapping[str, str] | None = None  # every link of the candidate, when they matter
+    # the tree `results` come from: the top of the stack it was verified in (SPEC §5.4), or, for
+    # a culprit, its own candidate's tree, where its failing checks first failed
+    judged_on: str | None = None
+    # checks outside the lane's own set that failed first on its candidate (a check landed
+    # before its base, which it broke): named in its reason with the ones of its own
+    also_checks: tuple[Check, ...] = ()

@@ -4,7 +4,8 @@ integrator (ADR 0027).
 The coordinator's passes run no check (`PassRequest.verify` False): a lane-committed child
 whose candidate's checks are not known yet waits, and `BackgroundChecks` verifies the chain of
 waiting candidates in a worker process forked from the coordinator — the same chain a pass
-builds (`observe_candidates`, speculative, `verify_parallel` at once). The results come back
+builds (`observe_candidates`: the ready lanes as one stack, its checks once on the top,
+bisection of what fails there). The results come back
 over a pipe into the coordinator's result cache, keyed by (tree, descriptor); the next pass
 finds them there and lands what passed. Meanwhile the coordinator goes on reaping lanes and
 admitting new ones.
@@ -28,10 +29,8 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from imm_action.git import GitRunner
-from imm_action.git.candidate import Candidate
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.decide import ready_to_integrate
-from imm_action.integrate.facts import ChecksFound
 from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache
 from imm_action.model.state import BatchRunState
@@ -43,13 +42,6 @@ from imm_action.passes.observe import (
     observe_candidates,
 )
 from imm_action.verify.checks import ResultCache, Verifier
-
-
-def round_limit(workers: int) -> int:
-    """How many candidates one worker round builds and verifies: enough that a round's fixed
-    cost (a fork, an object reader, the pass that lands them) is shared by many, few enough that
-    the first of them land soon (decision 0029)."""
-    return max(32, 8 * workers)
 
 
 @dataclass(frozen=True)
@@ -189,20 +181,25 @@ def _verify_in_child(
         verifier = Verifier(
             repo, known, path_env=settings.path_env, workers=settings.workers, mask=settings.mask
         )
+        known_before = {(tree, digest) for tree, digest, _ in known.entries()}
+        # the whole ready stack: verified as one, it costs its distinct checks once, however
+        # long (SPEC §5.4), and every lane of it lands in the next pass
         state = chain.state
-        # The first few of the chain: its answer comes back only when all of it is verified,
-        # and a lane that waits behind a long round waits for its whole length (and so do the
-        # tasks that need it). The rest is left for the next round, as if not ended yet.
-        ready = ready_to_integrate(state)[: round_limit(verifier.workers)]
-        built_chain = observe_candidates(
-            repo, verifier, state, chain.head, ready, scopes=chain.scopes, memo=candidates
+        observe_candidates(
+            repo,
+            verifier,
+            state,
+            chain.head,
+            ready_to_integrate(state),
+            scopes=chain.scopes,
+            memo=candidates,
         )
-        # every result of the chain, failures too: the cache keeps only passes for the state
+        # every result it found, failures and bisection probes too: the next pass judges the
+        # stack from them (the cache keeps only passes for the state)
         new = [
-            CachedCheck(tree=entry.build.tree, descriptor_digest=check.digest, result=result)
-            for entry in built_chain
-            if isinstance(entry.build, Candidate) and isinstance(entry.checks, ChecksFound)
-            for check, result in zip(entry.checks.checks, entry.results, strict=False)
+            CachedCheck(tree=tree, descriptor_digest=digest, result=result)
+            for tree, digest, result in known.entries()
+            if (tree, digest) not in known_before
         ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
         intents = {k: v for k, v in candidates.intents.items() if k not in intents_before}

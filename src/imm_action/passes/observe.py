@@ -24,6 +24,15 @@ from imm_action.integrate.facts import (
     LaneFacts,
     PassFacts,
 )
+from imm_action.integrate.stack import (
+    Ask,
+    Probe,
+    StackFailed,
+    StackJudgement,
+    StackLevel,
+    StackPassed,
+    judge_stack,
+)
 from imm_action.lanes.change import changed_entries, tree_links
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.runners import (
@@ -37,11 +46,11 @@ from imm_action.lanes.runners import (
 from imm_action.model.config import CONFIG_PATH
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
-from imm_action.model.outcome import LaneOutcome
+from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.plan.lane_change import ChangedEntry
-from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 
 
 def recorded_head(repo: GitRepo, state: BatchRunState) -> str:
@@ -203,10 +212,41 @@ def observe_candidates(
     memo: CandidateMemo | None = None,
     config_file: str = CONFIG_PATH,
 ) -> list[CandidateFacts]:
-    """Build a candidate for every ready lane speculatively, each on the one before (unless it
-    must not land), and verify the built ones in parallel. `verify` False runs no check (and
-    with a `memo`, builds nothing): a candidate not built before or whose checks are not all in
-    the verifier's cache is left out of the chain, as if its lane had not ended yet."""
+    """Build a candidate for every ready lane, each on the one before (unless it must not
+    land), and judge the stack they make (SPEC §5.4, `integrate.stack`): the united checks
+    once on the top, bisection of what fails there. `verify` False runs no check (and, with a
+    `memo`, builds nothing): the stack is judged from the verifier's cache alone, as far as
+    the background checks verified it; lanes above that are left out of the chain, as if
+    their lanes had not ended yet."""
+    chain = _built_chain(
+        repo, state, head, ready, scopes=scopes, verify=verify, memo=memo, config_file=config_file
+    )
+    stacked = [index for index, entry in enumerate(chain) if _verifiable(entry)]
+    levels = [_level(chain[index]) for index in stacked]
+    if verify:
+        top = len(levels) - 1
+        judged = judge_stack(levels, _running(verifier, levels), verifier.workers)
+    else:
+        top, judged = _judged_prefix(levels, verifier.cache, verifier.workers)
+    if judged is None or top < 0:
+        # nothing judged: the lanes refused below the stack are all that can be decided
+        return chain[: stacked[0]] if stacked else chain
+    chain = chain[: stacked[top] + 1]
+    return _with_judgement(chain, stacked[: top + 1], levels[: top + 1], judged)
+
+
+def _built_chain(
+    repo: GitRepo,
+    state: BatchRunState,
+    head: str,
+    ready: Sequence[BatchChild],
+    *,
+    scopes: Mapping[str, tuple[str, ...]],
+    verify: bool,
+    memo: CandidateMemo | None,
+    config_file: str,
+) -> list[CandidateFacts]:
+    """The candidates of the ready lanes, each built on the last that may land."""
     task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
     protected = plan_paths(state, config_file)
     intents: IntentMemo = memo.intents if memo is not None else {}
@@ -220,7 +260,8 @@ def observe_candidates(
         built = memo.get(key) if memo is not None else None
         if built is None and not verify and memo is not None:
             # Not built yet: it waits for the background checks, which build it, as if its
-            # lane had not ended yet; the lanes after it are built without it.
+            # lane had not ended yet; the lanes after it are built without it, as the
+            # background checks built them.
             continue
         if built is None:
             built = _build(repo, key, task_of_commit, intents, state.judged_at)
@@ -232,32 +273,116 @@ def observe_candidates(
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
             plan_paths=protected, tree_links=built.links,
         )  # fmt: skip
-        if not verify and _verifiable(entry) and not _all_cached(verifier, entry):
-            # It waits for its checks, as if its lane had not ended yet: the candidates of
-            # the lanes after it are built without it, as the background checks built them.
-            continue
         chain.append(entry)
         if isinstance(build, Candidate) and refusal_of(entry) is None:
             task_of_commit[build.commit] = child.task_id
             tip = build.commit
-    jobs = [
-        TreeJob(entry.build.tree, entry.checks.checks)
-        for entry in chain
-        if _verifiable(entry)
-        and isinstance(entry.build, Candidate)
-        and isinstance(entry.checks, ChecksFound)
-    ]
-    # without `verify` every result is in the cache: read there, no worker thread started
-    found = (
-        verifier.verify_many(jobs)
-        if verify
-        else [verifier.verify(job.tree, job.checks) for job in jobs]
+    return chain
+
+
+def _level(entry: CandidateFacts) -> StackLevel:
+    if not isinstance(entry.build, Candidate) or not isinstance(entry.checks, ChecksFound):
+        raise TypeError(f"{entry.task_id} is not verifiable")
+    return StackLevel(entry.build.tree, entry.checks.checks)
+
+
+def _running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
+    """Probes run by the verifier: one tree's checks spread over its workers, several trees'
+    checks side by side."""
+
+    def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        by_level: dict[int, list[Check]] = {}
+        for probe in probes:
+            by_level.setdefault(probe.level, []).append(probe.check)
+        order = sorted(by_level)
+        if len(order) == 1:
+            found = [verifier.verify_spread(levels[order[0]].tree, by_level[order[0]])]
+        else:
+            jobs = [TreeJob(levels[level].tree, tuple(by_level[level])) for level in order]
+            found = verifier.verify_many(jobs)
+        return {
+            (level, check.digest): result
+            for level, results in zip(order, found, strict=True)
+            for check, result in zip(by_level[level], results, strict=True)
+        }
+
+    return ask
+
+
+def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
+    """Probes answered from the cache alone; None as soon as one was never run."""
+
+    def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult] | None:
+        found: dict[tuple[int, str], CheckResult] = {}
+        for probe in probes:
+            result = cache.get(levels[probe.level].tree, probe.check.digest)
+            if result is None:
+                return None
+            found[(probe.level, probe.check.digest)] = result
+        return found
+
+    return ask
+
+
+def _judged_prefix(
+    levels: Sequence[StackLevel], cache: ResultCache, workers: int
+) -> tuple[int, StackJudgement | None]:
+    """The highest level whose stack (it and every level below) the cache can judge: the top
+    the background checks verified, though more lanes ended since."""
+    for top in range(len(levels) - 1, -1, -1):
+        level = levels[top]
+        if any(cache.get(level.tree, check.digest) is None for check in level.checks):
+            continue  # never a top: its own checks did not all run on its tree
+        judged = judge_stack(levels[: top + 1], _cached(cache, levels), workers)
+        if judged is not None:
+            return top, judged
+    return -1, None
+
+
+def _with_judgement(
+    chain: list[CandidateFacts],
+    stacked: Sequence[int],
+    levels: Sequence[StackLevel],
+    judged: StackJudgement,
+) -> list[CandidateFacts]:
+    """The chain with each stacked lane's results: from the top's tree when the stack passed;
+    a culprit's failing checks on its own candidate when it did not (the others have none)."""
+    judged_chain = list(chain)
+    top_tree = levels[-1].tree if levels else None
+    for level, index in enumerate(stacked):
+        entry = chain[index]
+        own = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
+        match judged:
+            case StackPassed(results=results):
+                found = tuple(_named(results[check.digest], check.check_id) for check in own)
+                judged_chain[index] = replace(entry, results=found, judged_on=top_tree)
+            case StackFailed(culprits=culprits) if level in culprits:
+                judged_chain[index] = _culprit(entry, own, culprits[level], levels[level].tree)
+    return judged_chain
+
+
+def _culprit(
+    entry: CandidateFacts,
+    own: Sequence[Check],
+    failed: Sequence[tuple[Check, CheckResult]],
+    tree: str,
+) -> CandidateFacts:
+    """A culprit's failing results under the ids of its own checks that share their
+    descriptor, or under the id of the check it broke when none does."""
+    results: list[CheckResult] = []
+    also: list[Check] = []
+    for check, result in failed:
+        mine = [c for c in own if c.digest == check.digest]
+        if not mine:
+            also.append(check)
+        results += [_named(result, c.check_id) for c in mine or [check]]
+    return replace(entry, results=tuple(results), judged_on=tree, also_checks=tuple(also))
+
+
+def _named(result: CheckResult, check_id: str) -> CheckResult:
+    return (
+        result if result.check_id == check_id else result.model_copy(update={"check_id": check_id})
     )
-    verified = iter(found)
-    return [
-        replace(entry, results=tuple(next(verified))) if _verifiable(entry) else entry
-        for entry in chain
-    ]
 
 
 def _build(
@@ -283,13 +408,6 @@ def _build(
     change = tuple(changed_entries(repo, lane_base, lane_commit))
     links = tree_links(repo, build.commit, change) if isinstance(build, Candidate) else None
     return BuiltCandidate(build, checks, change, links)
-
-
-def _all_cached(verifier: Verifier, entry: CandidateFacts) -> bool:
-    if not isinstance(entry.build, Candidate) or not isinstance(entry.checks, ChecksFound):
-        return True
-    tree = entry.build.tree
-    return all(verifier.cache.get(tree, check.digest) is not None for check in entry.checks.checks)
 
 
 def _verifiable(entry: CandidateFacts) -> bool:

@@ -62,6 +62,11 @@ class ResultCache:
             self._results[(tree, digest)] = result
             self._stored = None
 
+    def entries(self) -> list[tuple[str, str, CheckResult]]:
+        """Every (tree, digest, result) known, failures too."""
+        with self._lock:
+            return [(tree, digest, result) for (tree, digest), result in self._results.items()]
+
     def stored(self) -> CheckCache:
         """The cache as the state stores it; built again only after a `put` (every write of
         the state asks for it). Only passes are kept past the pass that ran them: a failure
@@ -109,6 +114,24 @@ class Verifier:
             return [self.verify(job.tree, job.checks) for job in jobs]
         with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as pool:
             return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
+
+    def verify_spread(self, tree: str, checks: Sequence[Check]) -> list[CheckResult]:
+        """Results of `checks` on one tree, their distinct descriptors spread over the workers,
+        each share in a checkout of its own: a stack's united checks (SPEC §5.4) take the
+        time of the longest share, not of them all."""
+        with self.cache.tree_lock(tree):
+            pending = list(
+                {
+                    check.digest: check
+                    for check in checks
+                    if self.cache.get(tree, check.digest) is None
+                }.values()
+            )
+            shares = [pending[i :: self.workers] for i in range(min(self.workers, len(pending)))]
+            if len(shares) > 1:
+                with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+                    list(pool.map(lambda share: self._verify(tree, share, None), shares))
+            return self._verify(tree, list(checks), None)
 
     def verify(
         self, tree: str, checks: Iterable[Check], *, at: CheckoutTree | None = None

@@ -1,0 +1,136 @@
+"""Stack verification and bisection (SPEC §5.4, decision 0037), as pure functions.
+
+The ready lanes of a pass are built one on another; level `i` of the stack is the candidate of
+its `i`-th lane, whose tree holds every lane below it too. The checks of every level are united
+(one run per descriptor digest) and run once, on the top's tree. All pass: every lane of the
+stack may land. A check that fails on the top is bisected alone over the levels to the first at
+which it fails; those levels are the culprits. Nothing here runs a check: `ask` does (or, for
+`imm run`'s passes, only reads the results its background worker found).
+
+Monotony is assumed, as by every bisecting merge queue: a check that fails at some level fails
+at every level above it. Where that is false (a later lane fixes what an earlier broke), the
+search still ends at a level where the check passed just below and fails at it; and a stack
+whose top passes lands whole, the fix with the breakage (decision 0037)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from imm_action.model.outcome import CheckResult
+from imm_action.verify.checks import Check
+
+
+@dataclass(frozen=True)
+class StackLevel:
+    """One lane of the stack: its candidate's tree and the checks that lane is judged by (its
+    own and those of the siblings landed since its base)."""
+
+    tree: str
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One descriptor on one level's tree."""
+
+    level: int
+    check: Check
+
+
+# The results of some probes, by (level, digest); None when any of them is not known (a pass
+# that runs no check and finds them missing in the cache: the stack waits).
+Ask = Callable[[Sequence[Probe]], Mapping[tuple[int, str], CheckResult] | None]
+
+
+@dataclass(frozen=True)
+class StackPassed:
+    """The top passed every check of every level: the stack lands whole."""
+
+    results: Mapping[str, CheckResult]  # by descriptor digest, on the top's tree
+
+
+@dataclass(frozen=True)
+class StackFailed:
+    """The levels at which a failing check first fails, each with those checks' results there."""
+
+    culprits: Mapping[int, tuple[tuple[Check, CheckResult], ...]]
+
+
+StackJudgement = StackPassed | StackFailed
+
+
+def united_checks(levels: Sequence[StackLevel]) -> dict[str, Check]:
+    """Every level's checks, one per descriptor digest (the first level naming it wins)."""
+    united: dict[str, Check] = {}
+    for level in levels:
+        for check in level.checks:
+            united.setdefault(check.digest, check)
+    return united
+
+
+def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> StackJudgement | None:
+    """Whether the stack lands whole, or which of its levels are culprits; None when `ask`
+    does not know a result it needs."""
+    if not levels:
+        return StackPassed({})
+    top = len(levels) - 1
+    united = united_checks(levels)
+    on_top = ask([Probe(top, check) for check in united.values()])
+    if on_top is None:
+        return None
+    failing = [digest for digest in united if not on_top[(top, digest)].passed]
+    if not failing:
+        return StackPassed({digest: on_top[(top, digest)] for digest in united})
+    first_level = _first_levels(levels)
+    # per failing digest: the first failing level lies in [low, high]; `high` fails
+    ranges = {digest: (first_level[digest], top) for digest in failing}
+    found: dict[tuple[int, str], CheckResult] = {
+        (top, digest): on_top[(top, digest)] for digest in failing
+    }
+    while open_ranges := [d for d, (low, high) in ranges.items() if low < high]:
+        probes = [
+            Probe(level, united[digest])
+            for digest in open_ranges
+            for level in probe_levels(*ranges[digest], max(1, workers // len(open_ranges)))
+        ]
+        answers = ask(probes)
+        if answers is None:
+            return None
+        found.update(answers)
+        for digest in open_ranges:
+            ranges[digest] = _narrowed(ranges[digest], digest, answers)
+    culprits: dict[int, list[tuple[Check, CheckResult]]] = {}
+    for digest, (_, level) in ranges.items():
+        culprits.setdefault(level, []).append((united[digest], found[(level, digest)]))
+    return StackFailed({level: tuple(pairs) for level, pairs in sorted(culprits.items())})
+
+
+def probe_levels(low: int, high: int, count: int) -> list[int]:
+    """`count` levels spread evenly over [low, high): together with `high` (known to fail)
+    they cut the range into `count + 1` parts of nearly equal size."""
+    span = high - low
+    count = min(count, span)
+    return sorted({low + (span * (i + 1)) // (count + 1) for i in range(count)})
+
+
+def _narrowed(
+    bounds: tuple[int, int], digest: str, answers: Mapping[tuple[int, str], CheckResult]
+) -> tuple[int, int]:
+    low, high = bounds
+    for level in sorted(level for level, d in answers if d == digest and low <= level < high):
+        if answers[(level, digest)].passed:
+            low = level + 1
+        else:
+            return low, level
+    return low, high
+
+
+def _first_levels(levels: Sequence[StackLevel]) -> dict[str, int]:
+    """Per digest, the lowest level judged by it: below that level the check is nobody's
+    (a lane's own test fails, naturally, on a tree without the lane)."""
+    first: dict[str, int] = {}
+    for index, level in enumerate(levels):
+        for check in level.checks:
+            first.setdefault(check.digest, index)
+    return first

@@ -1,0 +1,157 @@
+"""Stack verification and bisection (SPEC §5.4): which levels of a stack are culprits, and how
+many probes it takes to find them. The checks here are a table: level -> passes or not."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from imm_action.integrate.stack import (
+    Probe,
+    StackFailed,
+    StackLevel,
+    StackPassed,
+    judge_stack,
+    probe_levels,
+)
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.outcome import CheckResult
+from imm_action.verify.checks import Check
+from tests.conftest import descriptor
+
+
+def _check(task: str) -> Check:
+    return Check(f"{task}:ok", parse_descriptor(descriptor(["-c", task])))
+
+
+def _result(check: Check, passed: bool) -> CheckResult:
+    return CheckResult(
+        check_id=check.check_id, passed=passed, exit_code=0 if passed else 1, duration_ms=1,
+        timed_out=False, output_limited=False, changed_outside=[], output_tail="", error=None,
+    )  # fmt: skip
+
+
+class Table:
+    """A check owned by level `owner` fails from level `breaks_at` on (never: None), and, like
+    a lane's own test, on every level below its owner."""
+
+    def __init__(self, size: int, breaks_at: Mapping[int, int | None]) -> None:
+        self.checks = [_check(f"t{level}") for level in range(size)]
+        self.breaks_at = breaks_at
+        self.asked: list[Probe] = []
+
+    def levels(self) -> list[StackLevel]:
+        # every level is judged by its own check and those of the levels below it
+        return [
+            StackLevel(f"tree{level}", tuple(self.checks[: level + 1]))
+            for level in range(len(self.checks))
+        ]
+
+    def passes(self, level: int, owner: int) -> bool:
+        breaks = self.breaks_at.get(owner)
+        return level >= owner and (breaks is None or level < breaks)
+
+    def ask(self, probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        self.asked += probes
+        owner = {check.digest: index for index, check in enumerate(self.checks)}
+        return {
+            (probe.level, probe.check.digest): _result(
+                probe.check, self.passes(probe.level, owner[probe.check.digest])
+            )
+            for probe in probes
+        }
+
+
+def test_a_stack_whose_top_passes_runs_each_check_once_on_the_top() -> None:
+    table = Table(24, {})
+    judged = judge_stack(table.levels(), table.ask)
+    assert isinstance(judged, StackPassed)
+    assert len(table.asked) == 24
+    assert {probe.level for probe in table.asked} == {23}
+
+
+def test_a_lane_breaking_an_earlier_lanes_check_is_the_culprit() -> None:
+    table = Table(24, {3: 17})  # level 17 breaks level 3's check
+    judged = judge_stack(table.levels(), table.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [17]
+    ((check, result),) = judged.culprits[17]
+    assert (check.check_id, result.passed) == ("t3:ok", False)
+
+
+def test_a_lane_whose_own_check_fails_on_the_stack_is_the_culprit() -> None:
+    table = Table(24, {9: 9})
+    judged = judge_stack(table.levels(), table.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [9]
+
+
+def test_a_check_is_never_blamed_on_a_level_below_its_owner() -> None:
+    # the owner's own test is absent below it: failing there is nobody's fault
+    table = Table(8, {5: 5})
+    judged = judge_stack(table.levels(), table.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [5]
+    assert all(probe.level >= 5 for probe in table.asked if probe.check.check_id == "t5:ok")
+
+
+def test_two_failing_checks_are_bisected_side_by_side() -> None:
+    table = Table(24, {2: 11, 20: 20})
+    judged = judge_stack(table.levels(), table.ask, workers=2)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [11, 20]
+    assert len(table.asked) <= 24 + 2 * math.ceil(math.log2(24))
+
+
+def test_several_workers_probe_several_levels_at_once() -> None:
+    alone, together = Table(64, {0: 40}), Table(64, {0: 40})
+    judge_stack(alone.levels(), alone.ask, workers=1)
+    judge_stack(together.levels(), together.ask, workers=4)
+    rounds_alone = len(alone.asked) - 64
+    assert rounds_alone == math.ceil(math.log2(64))
+    # four probes a round cut the range in five: fewer rounds, more probes
+    assert len(together.asked) - 64 > rounds_alone
+
+
+def test_a_stack_is_not_judged_while_a_result_it_needs_is_unknown() -> None:
+    table = Table(4, {1: 3})
+    assert judge_stack(table.levels(), lambda probes: None) is None
+
+
+def test_probe_levels_split_the_open_range_evenly() -> None:
+    assert probe_levels(0, 8, 1) == [4]
+    assert probe_levels(0, 8, 3) == [2, 4, 6]
+    assert probe_levels(5, 6, 4) == [5]
+
+
+@given(
+    size=st.integers(min_value=1, max_value=40),
+    breaks=st.dictionaries(
+        st.integers(min_value=0, max_value=39), st.integers(min_value=0, max_value=39), max_size=4
+    ),
+    workers=st.integers(min_value=1, max_value=6),
+)
+def test_bisection_finds_exactly_the_first_failing_level_of_each_check(
+    size: int, breaks: dict[int, int], workers: int
+) -> None:
+    # a check breaks at or above its owner's level, inside the stack
+    breaks_at: dict[int, int | None] = {
+        owner: max(owner, level) for owner, level in breaks.items() if owner < size and level < size
+    }
+    table = Table(size, breaks_at)
+    judged = judge_stack(table.levels(), table.ask, workers)
+    expected = sorted({level for level in breaks_at.values() if level is not None})
+    if not expected:
+        assert isinstance(judged, StackPassed)
+        assert len(table.asked) == size
+        return
+    assert isinstance(judged, StackFailed)
+    assert sorted(judged.culprits) == expected
+    failing = len(breaks_at)
+    # each failing check: at most ⌈log2 size⌉ rounds of at most `workers` probes
+    assert len(table.asked) <= size + failing * max(1, workers) * max(1, math.ceil(math.log2(size)))
+    # no (level, check) is asked twice
+    assert len({(p.level, p.check.digest) for p in table.asked}) == len(table.asked)
