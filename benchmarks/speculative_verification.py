@@ -99,7 +99,7 @@ def one_pass(repo: Path) -> PassResult:
     return reconcile(request, ports)
 
 
-def lanes_ready(repo: Path, tasks: list[str]) -> None:
+def lanes_ready(repo: Path, tasks: list[str], slug: str = "bench") -> None:
     """Every admitted lane does its work and publishes its outcome, as a lane would."""
     batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
     [stored] = StateStore(batch_repo.refs).all_batches()
@@ -119,7 +119,7 @@ def lanes_ready(repo: Path, tasks: list[str]) -> None:
             attempt=child.attempts, state="settled", reason=None, qa_failures=0, findings=[],
             lane_commit=commit,
         )  # fmt: skip
-        publish_outcome(batch_repo.refs, "bench", outcome, "1700000000 +0000")
+        publish_outcome(batch_repo.refs, slug, outcome, "1700000000 +0000")
     shutil.rmtree(scratch)
     assert len(stored.state.children) == len(tasks)
 

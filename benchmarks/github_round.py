@@ -1,0 +1,204 @@
+"""One GitHub-shaped round, driven through the CLI as the batch workflow drives it (issue 22).
+
+`imm reconcile --admit` admits N lanes from one base; the N lanes end (each commits its task's
+file and publishes its outcome, as `imm lane` does); then one `imm reconcile` pass — the
+integrate job's — integrates them. Every task has a check of its own that sleeps `--seconds`
+(the shape users have: a shared check, which the cache runs once per tree, hides the cost).
+With `--interfering 2`, one lane's own check fails once an earlier sibling is there, and
+another lane breaks an earlier sibling's check.
+
+Printed per round: descriptor runs, the pass's wall time, what landed and what was parked. The
+baseline, measured in the same run, is the per-candidate integrator of `--baseline-rev` (the
+commit before stack verification), run from a worktree of this repository on the same project:
+every candidate re-ran its own check and those of the siblings landed since its base.
+
+    python benchmarks/github_round.py [--sizes 24,64,256] [--seconds 1.0] [--repeat 3]
+        [--baseline-sizes 24] [--baseline-rev 29ba8bb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.speculative_verification import git, lanes_ready  # noqa: E402
+from imm_action.batches.repo import open_batch_repo  # noqa: E402
+from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
+from imm_action.integrate.store import StateStore  # noqa: E402
+
+VERIFY_PARALLEL = 4
+
+
+@dataclass(frozen=True)
+class Round:
+    size: int
+    interfering: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Figures:
+    wall: float
+    runs: int
+    integrated: int
+    parked: tuple[str, ...]
+
+
+def interference(size: int, interfering: int) -> dict[str, str]:
+    """Per task whose check breaks: the file of the lane that breaks it."""
+    if interfering == 0:
+        return {}
+    # the first culprit's own check fails once an earlier sibling is there; the second
+    # breaks an earlier sibling's check
+    return {
+        f"t{3 * size // 8:03d}": f"t{size // 8:03d}",
+        f"t{size // 4:03d}": f"t{3 * size // 4:03d}",
+    }
+
+
+def make_project(root: Path, spec: Round, runs: Path) -> list[str]:
+    tasks = [f"t{index:03d}" for index in range(spec.size)]
+    breaks = interference(spec.size, spec.interfering)
+    (root / "docs/plans").mkdir(parents=True)
+    (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    config = f"max_parallel: {spec.size}\nverify_parallel: {VERIFY_PARALLEL}\n"
+    (root / ".github/imm.yml").write_text(config)
+    lines = ["# round", ""]
+    for task in tasks:
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        script = f"sleep {spec.seconds}; echo {task} >> {runs}; test -e {task}.txt"
+        if task in breaks:
+            script += f" && test ! -e {breaks[task]}.txt"
+        verification = json.dumps({
+            "contract": "assurance_kernel/verification_descriptor/v2",
+            "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 600000},
+        })  # fmt: skip
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
+            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
+        }  # fmt: skip
+        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
+    (root / "docs/initiatives/round.md").write_text("\n".join(lines) + "\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "round")
+    return tasks
+
+
+def imm(src: Path, repo: Path, *args: str) -> dict[str, object]:
+    """`imm` of the source tree `src`, as the integrate job runs it."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-m", "imm_action", *args, "--repo", str(repo), "--format", "json"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"imm {' '.join(args)} exited {done.returncode}: {done.stderr}")
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def measure(src: Path, spec: Round) -> Figures:
+    scratch = Path(tempfile.mkdtemp(prefix="imm-round-"))
+    try:
+        repo = scratch / "repo"
+        repo.mkdir()
+        runs = scratch / "runs.txt"
+        runs.touch()
+        tasks = make_project(repo, spec, runs)
+        imm(src, repo, "reconcile", "round", "--admit")
+        lanes_ready(repo, tasks, slug="round")
+        started = time.perf_counter()
+        imm(src, repo, "reconcile", "round")
+        wall = time.perf_counter() - started
+        batch_repo = open_batch_repo(repo, None, Initiatives(repo, NoIssueSource()))
+        [stored] = StateStore(batch_repo.refs).all_batches()
+        children = stored.state.children
+        integrated = sum(1 for child in children if child.state == "integrated")
+        parked = tuple(c.task_id for c in children if c.state == "needs_human")
+        return Figures(wall, len(runs.read_text().splitlines()), integrated, parked)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def baseline_tree(rev: str) -> Path | None:
+    """A worktree of `rev`, the per-candidate integrator; None outside a clone holding it."""
+    where = Path(tempfile.mkdtemp(prefix="imm-baseline-")) / "tree"
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(where), rev],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return where if done.returncode == 0 else None
+
+
+def median_of(src: Path, spec: Round, repeat: int) -> tuple[Figures, list[float]]:
+    figures = sorted((measure(src, spec) for _ in range(repeat)), key=lambda f: f.wall)
+    return figures[len(figures) // 2], [f.wall for f in figures]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="24,64,256")
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=3, help="median of this many rounds")
+    parser.add_argument("--baseline-sizes", default="24", help="'' for none: N² runs")
+    parser.add_argument("--baseline-rev", default="29ba8bb")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",") if size]
+    baseline_sizes = {int(size) for size in args.baseline_sizes.split(",") if size}
+    print(
+        f"GitHub-shaped round: N lanes admitted from one base, one integrating pass; each task's "
+        f"own check sleeps {args.seconds} s; verify_parallel {VERIFY_PARALLEL}"
+    )
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"{'integrator':<14} {'N':>4} {'interf.':>7} {'pass wall':>9} {'runs':>6} "
+        f"{'runs/lane':>9} {'landed':>6} {'parked':<16} {'vs per-candidate':>16}"
+    )
+    old = baseline_tree(args.baseline_rev) if baseline_sizes else None
+    try:
+        for size in sizes:
+            for interfering in (0, 2):
+                spec = Round(size, interfering, args.seconds)
+                base: Figures | None = None
+                if old is not None and size in baseline_sizes:
+                    base, walls = median_of(old / "src", spec, 1)
+                    report("per-candidate", spec, base, walls, None)
+                now, walls = median_of(ROOT / "src", spec, args.repeat)
+                report("stack", spec, now, walls, base)
+    finally:
+        if old is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           check=False, capture_output=True)  # fmt: skip
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def report(name: str, spec: Round, got: Figures, walls: list[float], base: Figures | None) -> None:
+    ratio = f"{base.runs / got.runs:5.1f}x runs {base.wall / got.wall:5.1f}x wall" if base else ""
+    spread = ", ".join(f"{wall:.1f}" for wall in walls)
+    print(
+        f"{name:<14} {spec.size:>4} {spec.interfering:>7} {got.wall:8.1f}s {got.runs:>6} "
+        f"{got.runs / spec.size:>9.2f} {got.integrated:>6} {','.join(got.parked) or '-':<16} "
+        f"{ratio:>16}   (walls: {spread}; median {statistics.median(walls):.1f})",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
