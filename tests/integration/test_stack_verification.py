@@ -8,8 +8,10 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 from tests.batch_helpers import current, head_of, make_project, run_pass, work
-from tests.conftest import descriptor
+from tests.conftest import descriptor, run_cli
 
 # A task's own check: its file is there, and what the arguments name holds. Each run leaves a
 # line in the counter, so a test counts descriptor runs as a user's CI bill would.
@@ -41,7 +43,7 @@ def _round(
     checks = {task: _own_check(task, counter, *(rules or {}).get(task, ())) for task in tasks}
     config = f"max_parallel: {size}\nverify_parallel: 2\n"
     repo = make_project(
-        tmp_path / "r", dict.fromkeys(tasks, []), checks=checks,
+        tmp_path / "r", {task: [] for task in tasks}, checks=checks,
         extra_files={".github/imm.yml": config, "check.py": _CHECK},
     )  # fmt: skip
     run_pass(repo)
@@ -120,3 +122,22 @@ def test_the_branch_moves_only_to_the_top_of_a_verified_stack(tmp_path: Path) ->
     ).stdout.split()  # fmt: skip
     assert moves[:2] == [state.commits[-1], before]
     assert len(state.commits) == len(tasks)
+
+
+def test_the_integrate_jobs_summary_says_what_its_stack_verification_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, _ = _round(tmp_path, 4, {"t00": ("t02.txt",)})
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs"))
+    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    code, _, err = run_cli(capsys, "reconcile", "init", "--repo", str(repo))
+    assert code == 1, err  # a lane was parked: a person must look
+    text = summary.read_text()
+    assert "### Integration" in text
+    assert "- verified 4 lanes as one stack (t00, t01, t02, t03): 6 check runs; " in text
+    assert "bisection found t02 (t00:ok first failed on " in text
+    assert "- verified 3 lanes as one stack (t00, t01, t03): 3 check runs, every check" in text
+    assert "imm: verified 4 lanes as one stack" in err  # the job's log says it too

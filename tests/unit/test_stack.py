@@ -10,10 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from imm_action.integrate.stack import (
+    Culprit,
     Probe,
     StackFailed,
     StackLevel,
     StackPassed,
+    StackRecord,
     judge_stack,
     probe_levels,
 )
@@ -155,3 +157,16 @@ def test_bisection_finds_exactly_the_first_failing_level_of_each_check(
     assert len(table.asked) <= size + failing * max(1, workers) * max(1, math.ceil(math.log2(size)))
     # no (level, check) is asked twice
     assert len({(p.level, p.check.digest) for p in table.asked}) == len(table.asked)
+
+
+def test_a_stack_record_names_its_lanes_its_runs_and_what_bisection_found() -> None:
+    clean = StackRecord(("a", "b"), 2)
+    assert (
+        clean.line()
+        == "verified 2 lanes as one stack (a, b): 2 check runs, every check passed on its top"
+    )
+    found = StackRecord(("a", "b", "c"), 5, (Culprit("b", ("a:ok",), "f" * 40),))
+    assert found.line() == (
+        "verified 3 lanes as one stack (a, b, c): 5 check runs; "
+        "bisection found b (a:ok first failed on ffffffffffff)"
+    )

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from imm_action.model.outcome import LaneOutcome
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, GithubRunner
 from imm_action.render import failure_details, job_summary
 
 
-def pass_summary(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
-    """The status comment's text (state, why, next, table, DAG coloured by state) and a link
-    to the job of every lane in flight (to its workflow run until a pass has found the job)."""
+def pass_summary(
+    report: BatchRunReport,
+    state: BatchRunState,
+    repository_url: str,
+    integration: Sequence[str] = (),
+) -> str:
+    """The status comment's text (state, why, next, table, DAG coloured by state), what this
+    pass's integration verified (each stack: its lanes, its check runs, what bisection found)
+    and a link to the job of every lane in flight (to its workflow run until a pass has found
+    the job)."""
     body = job_summary(report, state, repository_url)
+    if integration:
+        body += "\n### Integration\n\n" + "\n".join(f"- {line}" for line in integration) + "\n"
     links = []
     for child in state.children:
         runner = child.lane.runner if child.lane is not None else None

@@ -108,7 +108,8 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         timeout = batch_repo.config.lane_timeout_minutes
         write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))
         url = github.repository_url if github is not None else ""
-        append_summary(args.actions, pass_summary(stored.report, stored.state, url))
+        integration = [stack.line() for stack in result.stacks]
+        append_summary(args.actions, pass_summary(stored.report, stored.state, url, integration))
     print_report(stored, args.format, io, batch_repo.root)
     return exit_code_for(stored.state.batch_state)
 

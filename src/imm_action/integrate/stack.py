@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from imm_action.model.outcome import CheckResult
+from imm_action.text import listed
 from imm_action.verify.checks import Check
 
 
@@ -134,3 +135,34 @@ def _first_levels(levels: Sequence[StackLevel]) -> dict[str, int]:
         for check in level.checks:
             first.setdefault(check.digest, index)
     return first
+
+
+@dataclass(frozen=True)
+class Culprit:
+    task_id: str
+    checks: tuple[str, ...]  # the check ids that first failed on its candidate
+    candidate: str
+
+
+@dataclass(frozen=True)
+class StackRecord:
+    """What one round of integration did, for the log and the job summary: the lanes verified
+    as one stack, the descriptors it ran, and what bisection found."""
+
+    lanes: tuple[str, ...]
+    check_runs: int
+    culprits: tuple[Culprit, ...] = ()
+
+    def line(self) -> str:
+        runs = f"{self.check_runs} check run{'' if self.check_runs == 1 else 's'}"
+        count = len(self.lanes)
+        head = (
+            f"verified {count} lane{'' if count == 1 else 's'} as one stack ({listed(self.lanes)})"
+        )
+        if not self.culprits:
+            return f"{head}: {runs}, every check passed on its top"
+        found = "; ".join(
+            f"{c.task_id} ({', '.join(c.checks)} first failed on {c.candidate[:12]})"
+            for c in self.culprits
+        )
+        return f"{head}: {runs}; bisection found {found}"

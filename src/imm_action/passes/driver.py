@@ -39,6 +39,7 @@ from imm_action.integrate.decide import (
     startable_children,
 )
 from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.lanes.runners import LaneRunners
@@ -51,7 +52,12 @@ from imm_action.model.state import (
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
-from imm_action.passes.observe import CandidateMemo, observe_candidates, observe_pass
+from imm_action.passes.observe import (
+    CandidateMemo,
+    observe_candidates,
+    observe_pass,
+    stack_record,
+)
 from imm_action.verify.checks import ResultCache, Verifier
 
 MAX_LOST_RACES = 25
@@ -115,6 +121,7 @@ class PassResult:
     races_lost: int
     head: str | None = None  # the batch branch as the pass left it
     unverified: tuple[str, ...] = ()  # lane-committed children waiting for checks (`verify`)
+    stacks: tuple[StackRecord, ...] = ()  # each round's stack, as verified (SPEC §5.4)
 
 
 class GaveUpError(ImmError):
@@ -146,8 +153,9 @@ def reconcile(
             ports.pause(lost)
             continue
         return PassResult(
-            done.stored, done.admitted, done.integrated, lost, done.head, done.unverified
-        )
+            done.stored, done.admitted, done.integrated, lost, done.head, done.unverified,
+            tuple(done.stacks),
+        )  # fmt: skip
     raise GaveUpError(f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}")
 
 
@@ -158,6 +166,7 @@ class _Done:
     integrated: tuple[str, ...] = ()
     head: str | None = None
     unverified: tuple[str, ...] = ()
+    stacks: Sequence[StackRecord] = ()
 
 
 class _Pass:
@@ -173,6 +182,7 @@ class _Pass:
         self.apply = Applier(self.store, results, ports.clock)
         self.branch_ref = heads(batch_branch(request.slug))
         self.rules = AdmissionRules(request.scopes, request.barrier_globs)
+        self.stacks: list[StackRecord] = []  # what each round of integration verified
         self.continued = False  # this pass started a continuation: the request's decision is in it
 
     def run(self) -> _Done | Reread:
@@ -215,7 +225,7 @@ class _Pass:
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
-        return _Done(stored, admitted, integrated, head, unverified)
+        return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
     def _stale_lane_refs(self, state: BatchRunState, admitted: Sequence[str]) -> list[RefUpdate]:
         """A lane is admitted with no outcome and no lane branch: what an earlier attempt left
@@ -342,6 +352,10 @@ class _Pass:
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)
             landing = decide_landings(head, chain)
+            record = stack_record(chain, verifier.runs)
+            if record is not None:
+                self.stacks.append(record)
+                self.ports.log(record.line())
             if not landing.steps:
                 break
             lane_refs = self._lane_refs(state, ready)

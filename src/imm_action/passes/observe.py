@@ -26,11 +26,13 @@ from imm_action.integrate.facts import (
 )
 from imm_action.integrate.stack import (
     Ask,
+    Culprit,
     Probe,
     StackFailed,
     StackJudgement,
     StackLevel,
     StackPassed,
+    StackRecord,
     judge_stack,
 )
 from imm_action.lanes.change import changed_entries, tree_links
@@ -359,6 +361,25 @@ def _with_judgement(
             case StackFailed(culprits=culprits) if level in culprits:
                 judged_chain[index] = _culprit(entry, own, culprits[level], levels[level].tree)
     return judged_chain
+
+
+def stack_record(chain: Sequence[CandidateFacts], check_runs: int) -> StackRecord | None:
+    """What a judged chain says of its stack, for the log and the job summary; None when no
+    lane of it was judged (nothing ran, nothing was found)."""
+    judged = [entry for entry in chain if entry.judged_on is not None]
+    if not judged:
+        return None
+    culprits = tuple(
+        Culprit(
+            entry.task_id,
+            tuple(result.check_id for result in entry.results if not result.passed),
+            entry.build.commit,
+        )
+        for entry in judged
+        if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
+    )
+    lanes = tuple(entry.task_id for entry in chain if _verifiable(entry))
+    return StackRecord(lanes, check_runs, culprits)
 
 
 def _culprit(

@@ -108,6 +108,8 @@ class Verifier:
         self._path_env = path_env
         self.workers = workers or os.cpu_count() or 1
         self._on_result = on_result
+        self._counted = threading.Lock()
+        self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
 
     def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
         if len(jobs) <= 1:
@@ -155,6 +157,8 @@ class Verifier:
         for environment, group in _by_environment(list(pending.values())):
             for check, raw in self._run_group(tree, environment, group, at):
                 result = mask_result(self._mask, raw)
+                with self._counted:
+                    self.runs += 1
                 self.cache.put(tree, check.digest, result)
                 by_digest[check.digest] = result
                 if self._on_result is not None:
