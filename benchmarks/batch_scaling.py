@@ -23,6 +23,10 @@ loaded the machine was; the load average is printed too.
     python benchmarks/batch_scaling.py --quick        # N = 20, 60 for iteration
     python benchmarks/batch_scaling.py --baseline-src ../old/src   # and the old imm, same run
     python benchmarks/batch_scaling.py --sizes 50,200 --runs 3     # median of 3 runs per N
+    python benchmarks/batch_scaling.py --checks shared   # one `true` check shared by all tasks
+
+Every task has a check of its own by default, and the row says how many descriptor runs the
+integrator made per task (`checks/task`): a shared check hides that cost.
 """
 
 from __future__ import annotations
@@ -61,12 +65,12 @@ def make_dag(tasks: int) -> dict[str, list[str]]:
     }
 
 
-def write_project(root: Path, graph: dict[str, list[str]], lanes: int) -> None:
-    # A trivial check (coreutils `true`): what is measured is imm's own overhead.
-    check = {"executable": "true", "argv": [], "timeout_ms": 60000}
-    verification = json.dumps(
-        {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
-    )
+def write_project(
+    root: Path, graph: dict[str, list[str]], lanes: int, checks: Path | None = None
+) -> None:
+    """`checks`: every task has a check of its own, which logs its run there (the shape users
+    have: each task brings its tests). None: every task shares one trivial check (`true`),
+    which the (tree, descriptor) cache runs once per tree and so hides the integrator's cost."""
     lines = ["# bench", ""]
     (root / "docs/plans").mkdir(parents=True)
     (root / "docs/initiatives").mkdir(parents=True)
@@ -75,6 +79,14 @@ def write_project(root: Path, graph: dict[str, list[str]], lanes: int) -> None:
     config = f"max_parallel: {lanes}\nexecutor_env: [BENCH_SECONDS, BENCH_TIMES]\n"
     (root / ".github/imm.yml").write_text(config)
     for task, needs in graph.items():
+        check = (
+            {"executable": "sh", "argv": ["-c", f"echo {task} >> {checks}"], "timeout_ms": 60000}
+            if checks is not None
+            else {"executable": "true", "argv": [], "timeout_ms": 60000}
+        )
+        verification = json.dumps(
+            {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
+        )
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         lines += ["Blocked by: " + ", ".join(needs)] if needs else []
         intent = {
@@ -159,14 +171,18 @@ def slot_occupancy(events: str, graph: dict[str, list[str]], lanes: int) -> floa
     return held / (window * lanes) if window else 1.0
 
 
-def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -> dict[str, float]:
+def run_one(
+    tasks: int, lanes: int, seconds: float, source: str | None = None, *, own_checks: bool = True
+) -> dict[str, float]:
     graph = make_dag(tasks)
     durations = dict.fromkeys(graph, seconds)
     scratch = Path(tempfile.mkdtemp(prefix="imm-scaling-"))
     try:
         repo = scratch / "repo"
         repo.mkdir()
-        write_project(repo, graph, lanes)
+        checks = scratch / "checks.txt"
+        checks.touch()
+        write_project(repo, graph, lanes, checks if own_checks else None)
         times = scratch / "times.txt"
         times.touch()
         env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times)}
@@ -187,6 +203,7 @@ def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -
         if done != tasks:
             raise SystemExit(f"only {done} of {tasks} executors ran")
         busy = busy_seconds(times)
+        check_runs = len(checks.read_text().splitlines())
         git_bytes = disk_usage(repo / ".git")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -198,6 +215,7 @@ def run_one(tasks: int, lanes: int, seconds: float, source: str | None = None) -
         "slots": slots,
         "refs": len(refs.split()),
         "git_mb": git_bytes / 1e6,
+        "check_runs": check_runs,
     }
 
 
@@ -207,6 +225,12 @@ def main() -> int:
     parser.add_argument("--lanes", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=0.2)
     parser.add_argument("--quick", action="store_true", help="N = 20, 60")
+    parser.add_argument(
+        "--checks",
+        choices=("own", "shared"),
+        default="own",
+        help="own: each task a check of its own (default); shared: one `true` for every task",
+    )
     parser.add_argument(
         "--runs",
         default="1",
@@ -229,7 +253,11 @@ def main() -> int:
         {int(n) for n in args.baseline_sizes.split(",")} if args.baseline_sizes else set(sizes)
     )
     lanes, seconds = args.lanes, args.seconds
-    print(f"batch scaling: {lanes} lanes, executors sleeping {seconds} s, chains of 3 and pairs")
+    own = args.checks == "own"
+    print(
+        f"batch scaling: {lanes} lanes, executors sleeping {seconds} s, chains of 3 and pairs, "
+        + ("each task a check of its own" if own else "one shared trivial check")
+    )
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"calibration: 100 git processes in {calibrate():.2f} s")
     print(
@@ -240,13 +268,16 @@ def main() -> int:
     header = (
         f"{'N':>5} {'runs':>4} {'wall':>8} {'ideal':>7} {'ratio':>6} {'cost/task':>9} "
         f"{'vs first':>8} {'slots':>5} {'exec':>5} {'ideal exec':>10} {'refs':>4} {'.git':>8} "
-        f"{'load':>5} {'calib':>6}"
+        f"{'load':>5} {'calib':>6} {'checks/task':>11}"
     )
     print(header)
     first: float | None = None
     for tasks, count in zip(sizes, runs, strict=True):
         figures = _median(
-            [run_one(tasks, lanes, seconds) | {"load": os.getloadavg()[0]} for _ in range(count)]
+            [
+                run_one(tasks, lanes, seconds, own_checks=own) | {"load": os.getloadavg()[0]}
+                for _ in range(count)
+            ]
         )
         wall, ideal = figures["wall"], figures["ideal"]
         cost = (wall - ideal) / tasks
@@ -257,13 +288,15 @@ def main() -> int:
             f"{tasks:>5} {count:>4} {wall:7.1f}s {ideal:6.1f}s {wall / ideal:6.2f} {cost:8.3f}s "
             f"{cost / first:8.2f} {figures['slots']:5.2f} {utilisation:5.2f} "
             f"{ideal_utilisation:10.2f} {int(figures['refs']):>4} {figures['git_mb']:6.1f}MB "
-            f"{figures['load']:5.2f} {calibrate():5.2f}s",
+            f"{figures['load']:5.2f} {calibrate():5.2f}s "
+            f"{figures['check_runs'] / tasks if own else float('nan'):11.2f}",
             flush=True,
         )
         if args.baseline_src and tasks in baseline_sizes:
             old = _median(
                 [
-                    run_one(tasks, lanes, seconds, args.baseline_src) | {"load": os.getloadavg()[0]}
+                    run_one(tasks, lanes, seconds, args.baseline_src, own_checks=own)
+                    | {"load": os.getloadavg()[0]}
                     for _ in range(count)
                 ]
             )
@@ -271,7 +304,8 @@ def main() -> int:
             print(
                 f"{'':>5} baseline: {old['wall']:7.1f}s, cost/task {old_cost:.3f}s, "
                 f"slots {old['slots']:.2f}, exec {old['busy'] / (old['wall'] * lanes):.2f}, "
-                f"{int(old['refs'])} refs, {old['git_mb']:.1f}MB, load {old['load']:.2f} "
+                f"{int(old['refs'])} refs, {old['git_mb']:.1f}MB, load {old['load']:.2f}, "
+                f"checks/task {old['check_runs'] / tasks:.2f} "
                 f"-> this wall / baseline wall = {wall / old['wall']:.2f}",
                 flush=True,
             )
