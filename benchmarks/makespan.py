@@ -3,8 +3,12 @@
 A DAG of sleeping tasks (disjoint scopes) runs with 2, 4 and 8 lanes. For each, the ideal is the
 list schedule of the same DAG with no overhead at all: whenever a lane is free, the first
 startable task in plan order starts on it. Prints wall time, the ideal, and their ratio.
+`--chain N` measures the latency of a dependency hop instead: a chain of N tasks whose
+executors do nothing but write their file, wall / N per hop (SPEC §9: <= 0.35 s).
 
-    python benchmarks/makespan.py [--tasks 16] [--seconds 2.0] [--lanes 2,4,8]
+    python benchmarks/makespan.py [--tasks 16] [--seconds 2.0] [--spread 0.2] [--lanes 2,4,8]
+    python benchmarks/makespan.py --tasks 10 --seconds 2 --spread 0.5 --lanes 3 --runs 5
+    python benchmarks/makespan.py --chain 6 --runs 5
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from imm_action.plan.dag import kahn_order  # noqa: E402
 
 EXECUTOR = """import json, os, pathlib, time
 task = os.environ["IMM_TASK_ID"]
-# IMM_*: executors see an allowlisted environment (README "What an executor sees")
-time.sleep(json.loads(pathlib.Path(os.environ["IMM_BENCH_DURATIONS"]).read_text())[task])
+# executors see an allowlisted environment: the config's executor_env names BENCH_DURATIONS
+time.sleep(json.loads(pathlib.Path(os.environ["BENCH_DURATIONS"]).read_text())[task])
 pathlib.Path(f"{task}.txt").write_text(task + "\\n")
 """
 
@@ -73,6 +77,8 @@ def write_project(root: Path, graph: dict[str, list[str]]) -> None:
     lines = ["# bench", ""]
     (root / "docs/plans").mkdir(parents=True)
     (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    (root / ".github/imm.yml").write_text("executor_env: [BENCH_DURATIONS]\n")
     for task, needs in graph.items():
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         lines += ["Blocked by: " + ", ".join(needs)] if needs else []
@@ -92,38 +98,63 @@ def write_project(root: Path, graph: dict[str, list[str]]) -> None:
         subprocess.run(["git", *args], cwd=root, env=env, check=True)
 
 
+def run_batch(graph: dict[str, list[str]], seconds: dict[str, float], lanes: int) -> float:
+    """Wall seconds of one `imm run` of the DAG with `lanes` lanes."""
+    scratch = Path(tempfile.mkdtemp(prefix="imm-makespan-"))
+    try:
+        repo = scratch / "repo"
+        repo.mkdir()
+        write_project(repo, graph)
+        (scratch / "durations.json").write_text(json.dumps(seconds))
+        (scratch / "executor.py").write_text(EXECUTOR)
+        env = {**os.environ, "BENCH_DURATIONS": str(scratch / "durations.json")}
+        executor = shlex.join([sys.executable, str(scratch / "executor.py")])
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "bench", "--repo", str(repo),
+             "--max-parallel", str(lanes), "--executor", executor],
+            env=env, check=True, capture_output=True,
+        )  # fmt: skip
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--spread", type=float, default=0.2, help="durations: seconds ± this")
     parser.add_argument("--lanes", default="2,4,8")
+    parser.add_argument("--chain", type=int, help="a chain of this many trivial tasks instead")
+    parser.add_argument("--runs", type=int, default=1, help="the median of this many runs")
     args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    if args.chain:
+        names = [f"t{index:02d}" for index in range(args.chain)]
+        chain = {name: names[index - 1 : index] for index, name in enumerate(names)}
+        walls = sorted(run_batch(chain, dict.fromkeys(chain, 0.0), 1) for _ in range(args.runs))
+        wall = walls[len(walls) // 2]
+        hop = wall / args.chain
+        print(f"a chain of {args.chain} trivial tasks: {wall:.2f} s, {hop:.3f} s per hop")
+        print(f"  (runs: {', '.join(f'{w:.2f}' for w in walls)}; load {os.getloadavg()[0]:.2f})")
+        return 0
     graph = make_dag(args.tasks)
     rng = random.Random(5)
-    seconds = {task: round(args.seconds * rng.uniform(0.8, 1.2), 2) for task in graph}
+    low, high = 1 - args.spread, 1 + args.spread
+    seconds = {task: round(args.seconds * rng.uniform(low, high), 2) for task in graph}
     print(f"{args.tasks} tasks, {sum(seconds.values()):.1f} s of work, about {args.seconds} s each")
-    print(f"{'lanes':>5} {'imm run':>9} {'ideal':>8} {'ratio':>6}")
+    print(f"{'lanes':>5} {'imm run':>9} {'ideal':>8} {'ratio':>6}   runs")
     for lanes in [int(n) for n in args.lanes.split(",")]:
-        scratch = Path(tempfile.mkdtemp(prefix="imm-makespan-"))
-        try:
-            repo = scratch / "repo"
-            repo.mkdir()
-            write_project(repo, graph)
-            (scratch / "durations.json").write_text(json.dumps(seconds))
-            (scratch / "executor.py").write_text(EXECUTOR)
-            env = {**os.environ, "IMM_BENCH_DURATIONS": str(scratch / "durations.json")}
-            executor = shlex.join([sys.executable, str(scratch / "executor.py")])
-            started = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "imm_action", "run", "bench", "--repo", str(repo),
-                 "--max-parallel", str(lanes), "--executor", executor],
-                env=env, check=True, capture_output=True,
-            )  # fmt: skip
-            wall = time.perf_counter() - started
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        walls = sorted(run_batch(graph, seconds, lanes) for _ in range(args.runs))
+        wall = walls[len(walls) // 2]
         ideal = ideal_list_schedule(graph, seconds, lanes)
-        print(f"{lanes:>5} {wall:8.2f}s {ideal:7.2f}s {wall / ideal:6.2f}")
+        print(
+            f"{lanes:>5} {wall:8.2f}s {ideal:7.2f}s {wall / ideal:6.2f}   "
+            f"{', '.join(f'{w / ideal:.2f}' for w in walls)}",
+            flush=True,
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
 
