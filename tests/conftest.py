@@ -37,10 +37,19 @@ GIT_ENV = {
 }
 
 
+# What the test executors read (tests/lane_executor.py and the others): passed to them the way
+# an operator passes a variable (`IMM_EXECUTOR_ENV`), since the IMM_ prefix no longer passes
+TEST_EXECUTOR_ENV = (
+    "IMM_TEST_BEHAVIOUR,IMM_TEST_DIR,IMM_TEST_FIX,IMM_TEST_INDEX_ATTACK,IMM_TEST_PIDS,"
+    "IMM_TEST_PROMPTS,IMM_TEST_TIMELINE"
+)
+
+
 @pytest.fixture(autouse=True)
 def pinned_git(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("IMM_EXECUTOR_ENV", TEST_EXECUTOR_ENV)
 
 
 @pytest.fixture(autouse=True)

@@ -258,6 +258,8 @@ class ActWorld:
             STAND_IN_PYTHON=sys.executable,
             STAND_IN_ARTIFACTS=str(self.artifacts),
             IMM_E2E_EVIL=self.evil_url,  # the artifact stand-ins' store, by run id
+            # the stand-in executors read these: passed as an operator would pass them
+            IMM_EXECUTOR_ENV="IMM_E2E_SPY,IMM_E2E_BEHAVIOUR,IMM_E2E_EVIL",
         )
         return env
 

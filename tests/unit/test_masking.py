@@ -48,15 +48,29 @@ def test_the_executor_environment_is_an_allowlist() -> None:
     env = executor_environment(parent, ["MY_MAPPED"], {"IMM_TASK_ID": "a"})
     assert env == {
         "PATH": "/usr/bin", "HOME": "/home/u", "LC_ALL": "C", "ANTHROPIC_API_KEY": KEY,
-        "IMM_TEST_BEHAVIOUR": "/b.json", "MY_MAPPED": "m", "IMM_TASK_ID": "a",
+        "MY_MAPPED": "m", "IMM_TASK_ID": "a",
     }  # fmt: skip
+
+
+def test_an_imm_variable_passes_only_when_it_is_imms_own_or_listed() -> None:
+    parent = {"IMM_TEST_BEHAVIOUR": "/b.json", "IMM_SOMETHING": "x", "IMM_ATTEMPT": "1"}
+    assert executor_environment(parent, [], {}) == {"IMM_ATTEMPT": "1"}
+    listed = {**parent, "IMM_EXECUTOR_ENV": "IMM_TEST_BEHAVIOUR, OTHER"}
+    assert executor_environment(listed, [], {}) == {
+        "IMM_ATTEMPT": "1",
+        "IMM_TEST_BEHAVIOUR": "/b.json",
+    }
 
 
 def test_github_tokens_runner_credentials_and_git_plumbing_never_pass_even_when_mapped() -> None:
     parent = {
         "GITHUB_TOKEN": "ghs_token_value", "GH_TOKEN": "gho_token_value",
         "IMM_GITHUB_TOKEN": "imm_token_value", "ACTIONS_RUNTIME_TOKEN": "runtime-token",
+        "IMM_TOKEN": "the-actions-write-token", "IMM_TOKEN_FILE": "/tmp/token",
+        "IMM_DEFAULT_TOKEN": "true",
         "ACTIONS_ID_TOKEN_REQUEST_URL": "https://x", "GIT_DIR": "/elsewhere/.git",
         "GIT_CONFIG_GLOBAL": "/evil",
     }  # fmt: skip
     assert executor_environment(parent, list(parent), {}) == {}
+    operator = {**parent, "IMM_EXECUTOR_ENV": ",".join(parent)}
+    assert executor_environment(operator, [], {}) == {}

@@ -3,8 +3,11 @@ environment (SPEC §5.1, §8; the README lists it).
 
 Passes: the basics a program needs to run (`PATH`, `HOME`, locale, terminal, temp dir, proxies and
 CA bundles), the model providers' variables (`ANTHROPIC_*`, `OPENAI_*`, ... — agents need their
-keys), `IMM_*` variables, and every name the repository config maps in (`executor_env`).
-Never passes, even when mapped: `GITHUB_TOKEN`, `GH_TOKEN`, `IMM_GITHUB_TOKEN`,
+keys), imm's own `IMM_*` variables (set by the lane itself), and every name the repository
+config maps in (`executor_env`) or the operator names in `IMM_EXECUTOR_ENV` (comma-separated:
+the person or workflow running imm, trusted as the config is). Never the `IMM_` prefix: the
+action's write token is `IMM_TOKEN`. Never passes, even when mapped: `GITHUB_TOKEN`,
+`GH_TOKEN`, `IMM_TOKEN`, `IMM_TOKEN_FILE`, `IMM_GITHUB_TOKEN`, `IMM_DEFAULT_TOKEN`,
 `INPUT_GITHUB_TOKEN`, `ACTIONS_*` (the runner's own credentials) and git's plumbing variables
 that would point the executor's git at another repository.
 """
@@ -28,9 +31,21 @@ PROVIDER_PREFIXES = (
     "ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_API_KEY", "MISTRAL_",
     "GROQ_", "DEEPSEEK_", "OPENROUTER_", "AZURE_OPENAI_", "OLLAMA_",
 )  # fmt: skip
-IMM_PREFIX = "IMM_"
+# imm's own variables, which the lane sets itself (`extra`): the only IMM_* names that pass
+IMM_OWN = frozenset(
+    {
+        "IMM_BATCH_ID", "IMM_INITIATIVE", "IMM_TASK_ID", "IMM_SLICE_ID", "IMM_INTENT_PATH",
+        "IMM_PROMPT_FILE", "IMM_ATTEMPT", "IMM_BASE_HEAD",
+    }
+)  # fmt: skip
+OPERATOR_NAMES = "IMM_EXECUTOR_ENV"  # more names to pass, from whoever runs imm
 
-NEVER = frozenset({"GITHUB_TOKEN", "GH_TOKEN", "IMM_GITHUB_TOKEN", "INPUT_GITHUB_TOKEN"})
+NEVER = frozenset(
+    {
+        "GITHUB_TOKEN", "GH_TOKEN", "IMM_TOKEN", "IMM_TOKEN_FILE", "IMM_GITHUB_TOKEN",
+        "IMM_DEFAULT_TOKEN", "INPUT_GITHUB_TOKEN",
+    }
+)  # fmt: skip
 NEVER_PREFIXES = ("ACTIONS_", "GIT_")
 
 
@@ -43,9 +58,15 @@ def allowed(name: str, mapped: frozenset[str]) -> bool:
         return False
     return (
         name in BASICS
+        or name in IMM_OWN
         or name in mapped
-        or name.startswith((*BASIC_PREFIXES, *PROVIDER_PREFIXES, IMM_PREFIX))
+        or name.startswith((*BASIC_PREFIXES, *PROVIDER_PREFIXES))
     )
+
+
+def operator_names(parent: Mapping[str, str]) -> frozenset[str]:
+    """The names `IMM_EXECUTOR_ENV` lists (commas or spaces between them)."""
+    return frozenset(parent.get(OPERATOR_NAMES, "").replace(",", " ").split())
 
 
 def executor_environment(
@@ -53,7 +74,7 @@ def executor_environment(
 ) -> dict[str, str]:
     """The allowlisted part of `parent`, plus `extra` (the lane's IMM_* variables and git's
     discovery ceiling, which imm sets itself)."""
-    names = frozenset(mapped)
+    names = frozenset(mapped) | operator_names(parent)
     kept = {name: value for name, value in parent.items() if allowed(name, names)}
     kept.update(extra)
     return kept
