@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
+from imm_action.batches.repo import check_place, open_batch_repo, pass_ports, pass_request
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
@@ -57,7 +57,15 @@ def apply_decision(
         batch_repo, args.slug, batch_id=args.batch_id, admit=False, start=False,
         stopped=stopped, retry=retry,
     )  # fmt: skip
-    ports = pass_ports(batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env)
-    result = reconcile(replace(request, mutate=decision), ports)
+
+    def log(line: str) -> None:
+        io.warn(f"imm: {line}")
+
+    place = check_place(batch_repo, args.path_env, log, holds_token=args.remote is not None)
+    ports = pass_ports(batch_repo, log, path_env=args.path_env, place=place)
+    try:
+        result = reconcile(replace(request, mutate=decision), ports)
+    finally:
+        place.close()
     print_report(result.stored, "text", io, batch_repo.root)
     return EXIT_OK

@@ -26,7 +26,9 @@ from imm_action.model.plan import BatchPlan
 from imm_action.model.state import BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
+from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.isolation import choose_isolation, open_area
 from imm_action.workspace import (
     config_path,
     load_config,
@@ -205,6 +207,21 @@ def merged_into(
     }
 
 
+def check_place(
+    batch_repo: BatchRepo, path_env: str, log: Callable[[str], None], *, holds_token: bool
+) -> CheckPlace:
+    """Where this command's integration checks run (SPEC §8): as another user where imm can
+    become one, refused while imm holds a token where it cannot (unless the config says
+    `integration_isolation: none`); with the base config's `check_setup`, run in the commit
+    the repository has checked out. The log says which."""
+    config = batch_repo.config
+    isolation = choose_isolation(config.integration_isolation, holds_token=holds_token)
+    log(isolation.why)
+    area = open_area(isolation.user) if isolation.user is not None else None
+    base = batch_repo.repo.resolve("HEAD") if config.check_setup else None
+    return CheckPlace(isolation, area, path_env, config.check_setup, base, log=log)
+
+
 def pass_ports(
     batch_repo: BatchRepo,
     log: Callable[[str], None],
@@ -213,11 +230,14 @@ def pass_ports(
     lanes: LaneRunners | None = None,
     mask: Masker = NO_MASK,
     candidates: CandidateMemo | None = None,
+    place: CheckPlace | None = None,
 ) -> PassPorts:
     def verifier(cache: ResultCache) -> Verifier:
         # check output may quote what an executor wrote into the tree: secrets masked
         workers = batch_repo.config.verify_parallel
-        return Verifier(batch_repo.repo, cache, path_env=path_env, workers=workers, mask=mask)
+        return Verifier(
+            batch_repo.repo, cache, path_env=path_env, workers=workers, mask=mask, place=place
+        )
 
     return PassPorts(
         refs=batch_repo.refs,

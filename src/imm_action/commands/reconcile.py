@@ -11,6 +11,7 @@ from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import (
     BatchRepo,
+    check_place,
     open_batch_repo,
     pass_ports,
     pass_request,
@@ -95,10 +96,18 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     if ports.github_run is not None:
         queue_timeout = timedelta(minutes=batch_repo.config.lane_queue_timeout_minutes)
         lanes = ports.github_run.lanes(queue_timeout)
-    pass_io = pass_ports(
-        batch_repo, lambda line: io.warn(f"imm: {line}"), path_env=args.path_env, lanes=lanes
-    )
-    result = reconcile(request, pass_io)
+
+    def log(line: str) -> None:
+        io.warn(f"imm: {line}")
+
+    # a pass that reports on GitHub or moves a remote's refs holds a credential
+    holds_token = github is not None or args.remote is not None
+    place = check_place(batch_repo, args.path_env, log, holds_token=holds_token)
+    pass_io = pass_ports(batch_repo, log, path_env=args.path_env, lanes=lanes, place=place)
+    try:
+        result = reconcile(request, pass_io)
+    finally:
+        place.close()
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from imm_action.batches.repo import BatchRepo, PlanMemo, pass_ports, pass_request
+from imm_action.batches.repo import BatchRepo, PlanMemo, check_place, pass_ports, pass_request
 from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
@@ -72,12 +72,18 @@ class Coordinator:
         self.lanes = LocalLanes(os.getpid(), launcher, log_dir, self._event)
         self.view = CoordinatorView(running=self.lanes.running)
         self.results = ResultCache()  # check results of this run, kept between passes
+        # where integration checks run: as another user where imm can become one (the log
+        # says which); `check_setup` runs first, once, before the background worker forks
+        self.place = check_place(
+            batch_repo, options.environment.get("PATH", ""), self._event, holds_token=False
+        )
         settings = CheckSettings(
             batch_repo.root,
             options.environment.get("PATH", ""),
             batch_repo.config.verify_parallel,
             masker_for(options.environment),
             batch_repo.repo,
+            self.place,
         )
         self.candidates = CandidateMemo()  # candidates built, kept between passes
         self.checks = BackgroundChecks(settings, self.results, self.candidates)
@@ -87,9 +93,11 @@ class Coordinator:
     def run(self) -> BatchRunState:
         """Drive the batch until nothing is in flight and nothing can start."""
         try:
+            self.place.prepared(self.batch_repo.repo)
             return self._run()
         finally:
             self.checks.stop()
+            self.place.close()
 
     def _run(self) -> BatchRunState:
         result = self._pass()
@@ -143,6 +151,7 @@ class Coordinator:
             lanes=self.lanes,
             mask=masker_for(self.options.environment),
             candidates=self.candidates,
+            place=self.place,
         )
         self.request = request
         result = reconcile(request, ports, self.results)

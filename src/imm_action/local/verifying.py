@@ -41,6 +41,7 @@ from imm_action.passes.observe import (
     IntentMemo,
     observe_candidates,
 )
+from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import ResultCache, Verifier
 
 
@@ -55,6 +56,7 @@ class CheckSettings:
     # the coordinator's repository: the worker takes a forked copy (what git said about the
     # repository is known already) instead of asking git again each round
     repo: GitRepo | None = None
+    place: CheckPlace | None = None  # isolation and setup of the checks (check_setup.py)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,12 @@ def _verify_in_child(
         built_before = set(candidates.built)
         intents_before = set(candidates.intents)
         verifier = Verifier(
-            repo, known, path_env=settings.path_env, workers=settings.workers, mask=settings.mask
+            repo,
+            known,
+            path_env=settings.path_env,
+            workers=settings.workers,
+            mask=settings.mask,
+            place=settings.place,
         )
         known_before = {(tree, digest) for tree, digest, _ in known.entries()}
         # the whole ready stack: verified as one, it costs its distinct checks once, however

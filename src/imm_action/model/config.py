@@ -96,3 +96,13 @@ class RepoConfig(_ConfigModel):
     # I/O or the network rather than the CPU gain from more.
     verify_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] | None = None
     close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated
+    # How integration checks are kept from imm's credentials (SPEC §8, decision 0031): `auto`
+    # runs them as another user where imm can become one (root, passwordless sudo), `user`
+    # insists on it, `none` runs them as imm's own user — refused otherwise while imm holds a
+    # token, since a check runs code a lane wrote.
+    integration_isolation: Literal["auto", "user", "none"] = "auto"
+    # Prepares the environment integration checks run in, once per job or `imm run`, before
+    # any check, in the same isolation, in a checkout of the base (decision 0032). What it
+    # installs into $HOME (a venv at $HOME/.venv, `pip install --user`) is on the checks' PATH,
+    # read-only to them.
+    check_setup: CommandLine | None = None

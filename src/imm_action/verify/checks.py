@@ -18,6 +18,8 @@ from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
+from imm_action.verify.check_setup import CheckPlace, Prepared
+from imm_action.verify.isolation import CheckArea
 from imm_action.verify.sandbox import Sandbox, run_command
 from imm_action.verify.trees import CheckoutTree, checked_out
 
@@ -101,8 +103,10 @@ class Verifier:
         workers: int | None = None,
         on_result: Callable[[str, CheckResult], None] | None = None,
         mask: Masker = NO_MASK,
+        place: CheckPlace | None = None,
     ) -> None:
         self._mask = mask
+        self._place = place  # isolation and setup of integration checks; None: neither
         self._repo = repo
         self.cache = cache
         self._path_env = path_env
@@ -175,6 +179,12 @@ class Verifier:
         group: list[Check],
         at: CheckoutTree | None,
     ) -> list[tuple[Check, CheckResult]]:
+        place = self._place
+        prepared = place.prepared(self._repo) if place is not None and at is None else None
+        if isinstance(prepared, CheckResult):
+            return [(check, _setup_failed(check, prepared)) for check in group]
+        if place is not None and place.area is not None and at is None:
+            return self._run_isolated(tree, environment, group, place.area, prepared)
         with (
             tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch,
             contextlib.nullcontext(at)
@@ -182,21 +192,60 @@ class Verifier:
             else checked_out(self._repo, tree) as checkout,
         ):
             home = Path(scratch) / "home"
-            sandbox = Sandbox(checkout.root, home, self._path_env, checkout.changed)
-            writable = tuple(environment.writable_paths)
+            path_env, setup_home = self._path_env, None
+            if prepared is not None:
+                path_env, setup_home = prepared.path_env, prepared.home
+            sandbox = Sandbox(checkout.root, setup_home or home, path_env, checkout.changed,
+                              scratch=home if setup_home else None)  # fmt: skip
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
-                if environment.prepare is not None:
-                    prepared = run_command(sandbox, "prepare", environment.prepare, writable)
-                    if not prepared.passed:
-                        return [(check, _prepare_failed(check, prepared)) for check in group]
-                return [
-                    (
-                        check,
-                        run_command(sandbox, check.check_id, check.descriptor.command, writable),
-                    )
-                    for check in group
-                ]
+                return _run_in(sandbox, environment, group)
+
+    def _run_isolated(
+        self,
+        tree: str,
+        environment: DescriptorEnvironment,
+        group: list[Check],
+        area: CheckArea,
+        prepared: Prepared | None,
+    ) -> list[tuple[Check, CheckResult]]:
+        """As the check user, in a tree of the area's pool lent to it for the group."""
+        user = area.user
+        scratch = area.fresh_home()
+        try:
+            with checked_out(self._repo, tree, area.trees) as checkout, checkout.lent_to(user):
+                home = prepared.home if prepared is not None and prepared.home else None
+                path_env = prepared.path_env if prepared is not None else self._path_env
+                sandbox = Sandbox(checkout.root, home or scratch, path_env, checkout.changed,
+                                  user=user, scratch=scratch if home else None)  # fmt: skip
+                with checkout.untrusted():
+                    return _run_in(sandbox, environment, group)
+        finally:
+            user.remove(scratch)
+
+
+def _run_in(
+    sandbox: Sandbox, environment: DescriptorEnvironment, group: list[Check]
+) -> list[tuple[Check, CheckResult]]:
+    writable = tuple(environment.writable_paths)
+    if environment.prepare is not None:
+        prepared = run_command(sandbox, "prepare", environment.prepare, writable)
+        if not prepared.passed:
+            return [(check, _prepare_failed(check, prepared)) for check in group]
+    return [
+        (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
+        for check in group
+    ]
+
+
+def _setup_failed(check: Check, setup: CheckResult) -> CheckResult:
+    return setup.model_copy(
+        update={
+            "check_id": check.check_id,
+            "passed": False,
+            "error": f"check_setup failed: {setup.error or f'exit {setup.exit_code}'}",
+        }
+    )
 
 
 def mask_result(mask: Masker, result: CheckResult) -> CheckResult:

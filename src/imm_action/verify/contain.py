@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from imm_action.verify.isolation import CheckUser
+
 REAPER = Path(__file__).with_name("reaper.py")
 END_GRACE_S = 5.0
 
@@ -31,11 +33,19 @@ def start_contained(
     stdout: _Stream,
     stderr: _Stream = subprocess.STDOUT,
     stdin: _Stream = subprocess.DEVNULL,
+    user: CheckUser | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`argv` under a reaper in a new session; stdin is /dev/null unless given, no shell."""
+    """`argv` under a reaper in a new session; stdin is /dev/null unless given, no shell.
+    As `user` (isolation.py), a PID namespace of its own is the reaper: when the command ends
+    or is ended, the kernel ends every process it left."""
     # -I: no user site or PYTHON* variables of the untrusted environment; -S: no site import
+    command = (
+        [sys.executable, "-I", "-S", str(REAPER), *argv]
+        if user is None
+        else user.command(argv, env)
+    )
     return subprocess.Popen(
-        [sys.executable, "-I", "-S", str(REAPER), *argv],
+        command,
         cwd=cwd,
         env=dict(env),
         stdin=stdin,

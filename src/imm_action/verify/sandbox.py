@@ -20,6 +20,7 @@ from pathlib import Path
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
 from imm_action.verify.contain import end, start_contained
+from imm_action.verify.isolation import CheckUser, which_for
 
 _READ_CHUNK = 65536
 
@@ -36,10 +37,16 @@ class Sandbox:
     # Tracked files changed outside the writable folders, when git's own stat data can tell
     # (a checkout with its own index, trees.py); else the tree is walked before and after.
     changes: Callable[[tuple[str, ...]], list[str]] | None = None
+    user: CheckUser | None = None  # run as this user (isolation.py); None: as imm's own
+    # where TMPDIR and XDG_CACHE_HOME go when `home` is not the command's to write (a home
+    # `check_setup` prepared, shared read-only by every check); None: in `home`
+    scratch: Path | None = None
+    extra: tuple[tuple[str, str], ...] = ()  # more variables (setup's network settings)
 
     def environment(self) -> dict[str, str]:
-        tmp = self.home / "tmp"
-        cache = self.home / ".cache"
+        writable = self.scratch or self.home
+        tmp = writable / "tmp"
+        cache = writable / ".cache"
         tmp.mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)
         return {
@@ -47,6 +54,7 @@ class Sandbox:
             "HOME": str(self.home),
             "TMPDIR": str(tmp),
             "XDG_CACHE_HOME": str(cache),
+            **dict(self.extra),
         }
 
 
@@ -92,7 +100,11 @@ def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], P
             raise _CannotRun(f"{command.executable} is not a file of the tree under test")
         found = str(executable)
     else:
-        located = shutil.which(command.executable, path=sandbox.path_env)
+        located = (
+            shutil.which(command.executable, path=sandbox.path_env)
+            if sandbox.user is None
+            else which_for(sandbox.user, command.executable, sandbox.path_env)
+        )
         if located is None:
             raise _CannotRun(f"{command.executable!r} was not found on PATH")
         found = located
@@ -105,7 +117,9 @@ def _execute(
     try:
         # under a reaper in a session of its own: ending it ends every process it started,
         # `setsid` daemons included (contain.py)
-        process = start_contained(argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE)
+        process = start_contained(
+            argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE, user=sandbox.user
+        )
     except OSError as error:
         return None, f"cannot start {argv[0]}: {error}".encode(), False, False
     if process.stdout is None:  # started with stdout=PIPE: never None

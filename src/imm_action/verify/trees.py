@@ -47,6 +47,7 @@ from pathlib import Path
 
 from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
+from imm_action.verify.isolation import CheckUser
 
 MAX_SLOTS = 64
 # A tree of fewer files is written out in well under a second: not worth keeping between runs.
@@ -121,6 +122,24 @@ class CheckoutTree:
         _move(self.repo, self.slot, tree)
 
     @contextlib.contextmanager
+    def lent_to(self, user: CheckUser) -> Iterator[None]:
+        """The tree `user`'s while the block runs (a check as that user may write in it), then
+        imm's again (to move it next time). Its index stays imm's, out of the user's reach."""
+        user.own(self.root)
+        try:
+            # the new owner changed every file's ctime: the index is made to agree again, so
+            # that `changed` reports only what the check did
+            self.repo.git.run(
+                [*_STAT_CONFIG, f"--work-tree={self.root}", "update-index", "-q", "--refresh"],
+                env={"GIT_INDEX_FILE": str(self.index)},
+                ok_codes=(0, 1),
+                timeout_s=_CHECKOUT_TIMEOUT_S,
+            )
+            yield
+        finally:
+            user.give_back(self.root)
+
+    @contextlib.contextmanager
     def untrusted(self) -> Iterator[None]:
         """While code imm does not trust runs in the tree: a write of the index (which lies in
         its reach, beside the tree) taints the slot."""
@@ -140,13 +159,16 @@ def pool_folder(repo: GitRepo) -> Path:
 
 
 @contextlib.contextmanager
-def checked_out(repo: GitRepo, tree: str) -> Iterator[CheckoutTree]:
+def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[CheckoutTree]:
     """A free slot (made on first use) checked out at `tree` (a tree or commit), complete and
-    clean, held until the block ends."""
-    folder = pool_folder(repo)
+    clean, held until the block ends. `pool`: another pool than the repository's (isolated
+    checks take theirs where their user can reach it: its slots are passable to others)."""
+    folder = pool_folder(repo) if pool is None else pool
     for number in range(MAX_SLOTS):
         slot = folder / f"slot-{number}"
         _real_folder(slot)
+        if pool is not None:
+            os.chmod(slot, 0o711)
         lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
