@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,17 @@ def pinned_git(monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("IMM_EXECUTOR_ENV", TEST_EXECUTOR_ENV)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder any user may write, on a path any user may pass: what a check that runs as
+    another user (integration isolation, ADR 0031) must reach. pytest's own temp folders are
+    their owner's alone."""
+    folder = Path(tempfile.mkdtemp(prefix="imm-test-open-"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

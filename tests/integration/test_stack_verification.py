@@ -34,11 +34,15 @@ def _own_check(task: str, counter: Path, *rules: str) -> str:
 
 
 def _round(
-    tmp_path: Path, size: int, rules: Mapping[str, tuple[str, ...]] | None = None
+    tmp_path: Path,
+    size: int,
+    rules: Mapping[str, tuple[str, ...]] | None = None,
+    counted_in: Path | None = None,
 ) -> tuple[Path, Path, list[str]]:
     """`size` lanes admitted from one base, each with a check of its own (`rules`: what
-    breaks it), all ended."""
-    counter = tmp_path / "runs"
+    breaks it), all ended. `counted_in`: where checks count their runs (one a check running as
+    another user can write)."""
+    counter = (counted_in or tmp_path) / "runs"
     tasks = [f"t{index:02d}" for index in range(size)]
     checks = {task: _own_check(task, counter, *(rules or {}).get(task, ())) for task in tasks}
     config = f"max_parallel: {size}\nverify_parallel: 2\n"
@@ -125,9 +129,12 @@ def test_the_branch_moves_only_to_the_top_of_a_verified_stack(tmp_path: Path) ->
 
 
 def test_the_integrate_jobs_summary_says_what_its_stack_verification_found(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_dir: Path,
 ) -> None:
-    repo, _, _ = _round(tmp_path, 4, {"t00": ("t02.txt",)})
+    repo, _, _ = _round(tmp_path, 4, {"t00": ("t02.txt",)}, counted_in=open_dir)
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))

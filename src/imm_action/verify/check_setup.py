@@ -16,8 +16,9 @@ import os
 import shlex
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from imm_action.git.repo import GitRepo
@@ -58,6 +59,8 @@ class CheckPlace:
     setup_tree: str | None = None  # the commit setup runs in (the base)
     folder: Path | None = None  # where setup's home and record lie
     log: Callable[[str], None] | None = None
+    # the verifier's threads ask at once: one of them makes the folder
+    _making: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def close(self) -> None:
         """The checks' folder and setup's home removed (the run is over)."""
@@ -90,6 +93,10 @@ class CheckPlace:
         return Prepared(home, path)
 
     def _folder(self) -> Path:
+        with self._making:
+            return self._made_folder()
+
+    def _made_folder(self) -> Path:
         if self.folder is None:
             base = self.area.root if self.area is not None else None
             self.folder = Path(tempfile.mkdtemp(prefix="imm-check-setup-", dir=base))

@@ -1,0 +1,112 @@
+"""What isolating integration checks costs (issue 20, ADR 0031).
+
+A repository of `--files` files; `--checks` distinct trivial checks (`true`, each its own
+descriptor) verified one after another on one tree, first as imm's own user (the baseline,
+same run), then isolated (as `imm-check`, in a PID namespace, its tree lent to it). Printed:
+the per-check wall of each, the difference (target: <= 50 ms a check) and the fixed cost of a
+command's isolation (choosing it, making the area). Needs root or passwordless sudo.
+
+    python benchmarks/isolation.py [--checks 40] [--files 2000] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from imm_action.git.repo import GitRepo  # noqa: E402
+from imm_action.git.runner import GitRunner  # noqa: E402
+from imm_action.model.descriptor import parse_descriptor  # noqa: E402
+from imm_action.verify.check_setup import CheckPlace  # noqa: E402
+from imm_action.verify.checks import Check, ResultCache, Verifier  # noqa: E402
+from imm_action.verify.isolation import choose_isolation, open_area  # noqa: E402
+
+
+def make_repo(root: Path, files: int) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b",
+           "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
+    for index in range(files):
+        folder = root / f"d{index % 50:02d}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"f{index}.txt").write_text(f"{index}\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "files"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD^{tree}"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def checks(count: int, salt: str) -> list[Check]:
+    return [
+        Check(f"t{index}:ok", parse_descriptor(json.dumps({
+            "contract": "assurance_kernel/verification_descriptor/v2",
+            "command": {"executable": "true", "argv": [salt, str(index)]},
+        })))  # fmt: skip
+        for index in range(count)
+    ]
+
+
+def per_check(repo: GitRepo, tree: str, count: int, place: CheckPlace | None, salt: str) -> float:
+    verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], workers=1, place=place)
+    started = time.perf_counter()
+    for check in checks(count, salt):
+        [result] = verifier.verify(tree, [check])
+        if not result.passed:
+            raise SystemExit(f"{check.check_id} failed: {result}")
+    return (time.perf_counter() - started) / count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checks", type=int, default=40)
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    print(f"isolation: {args.checks} trivial checks on a tree of {args.files} files")
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    with tempfile.TemporaryDirectory(prefix="imm-isolation-") as scratch:
+        root = Path(scratch) / "repo"
+        root.mkdir()
+        tree = make_repo(root, args.files)
+        repo = GitRepo(root, GitRunner(root))
+        fixed: list[float] = []
+        plain: list[float] = []
+        isolated: list[float] = []
+        for run in range(args.runs):
+            started = time.perf_counter()
+            isolation = choose_isolation("user", holds_token=True)
+            if isolation.user is None:
+                raise SystemExit("no isolation here: run as root or with passwordless sudo")
+            place = CheckPlace(isolation, open_area(isolation.user), os.environ["PATH"])
+            fixed.append(time.perf_counter() - started)
+            try:
+                plain.append(per_check(repo, tree, args.checks, None, f"plain{run}"))
+                isolated.append(per_check(repo, tree, args.checks, place, f"isolated{run}"))
+            finally:
+                place.close()
+        base, cost = statistics.median(plain), statistics.median(isolated)
+        print(f"{'':<22} {'median':>9}   runs")
+        print(f"{'as imm (baseline)':<22} {base * 1000:7.1f}ms   "
+              + ", ".join(f"{p * 1000:.1f}" for p in plain))  # fmt: skip
+        print(f"{'isolated':<22} {cost * 1000:7.1f}ms   "
+              + ", ".join(f"{p * 1000:.1f}" for p in isolated))  # fmt: skip
+        print(f"per-check overhead of isolation: {(cost - base) * 1000:.1f} ms "
+              f"(isolated / baseline = {cost / base:.2f})")  # fmt: skip
+        print(f"fixed cost per command (choose, area): {statistics.median(fixed) * 1000:.1f} ms")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
