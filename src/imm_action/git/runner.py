@@ -113,14 +113,16 @@ class GitRunner:
         ok_codes: tuple[int, ...] = (0,),
         env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
+        umask: int = -1,
     ) -> GitResult:
         """Run `git <args>`; an exit code outside `ok_codes` raises the matching GitError.
+        `umask`: the file mode mask git creates files with (-1: this process's).
 
         A passing failure of a call to a remote (network, a server's 5xx) is tried again as the
         retry policy says, each retry logged; the last one raises `GitRetriable`."""
 
         def attempt() -> GitResult:
-            return self._run_once(args, input_text, ok_codes, env, timeout_s)
+            return self._run_once(args, input_text, ok_codes, env, timeout_s, umask=umask)
 
         try:
             return attempt()
@@ -138,6 +140,8 @@ class GitRunner:
         ok_codes: tuple[int, ...],
         env: Mapping[str, str] | None,
         timeout_s: float | None,
+        *,
+        umask: int = -1,
     ) -> GitResult:
         argv = ["git", *_SAFE_CONFIG, *args]
         try:
@@ -152,6 +156,7 @@ class GitRunner:
                 env=self._environment(env),
                 timeout=timeout_s or self._timeout_s,
                 check=False,
+                umask=umask,
             )
         except subprocess.TimeoutExpired as expired:
             kind = GitRetriable if _remote_command(args) else GitFatal

@@ -117,7 +117,6 @@ class CheckPlace:
         with checked_out(repo, self.setup_tree or "", pool) as checkout:
             if user is not None:
                 user.own(home)
-                user.own(checkout.root)
             try:
                 sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [], user=user,
                                   extra=network)  # fmt: skip
@@ -125,7 +124,6 @@ class CheckPlace:
                     result = run_command(sandbox, "check_setup", command, ())
             finally:
                 if user is not None:
-                    user.give_back(checkout.root)
                     user.take_back(home)  # read-only for the checks from now on
         return result
 

@@ -209,11 +209,11 @@ class Verifier:
         area: CheckArea,
         prepared: Prepared | None,
     ) -> list[tuple[Check, CheckResult]]:
-        """As the check user, in a tree of the area's pool lent to it for the group."""
+        """As the check user, in a tree of the area's pool (open to it: trees.py)."""
         user = area.user
         scratch = area.fresh_home()
         try:
-            with checked_out(self._repo, tree, area.trees) as checkout, checkout.lent_to(user):
+            with checked_out(self._repo, tree, area.trees) as checkout:
                 home = prepared.home if prepared is not None and prepared.home else None
                 path_env = prepared.path_env if prepared is not None else self._path_env
                 sandbox = Sandbox(checkout.root, home or scratch, path_env, checkout.changed,

@@ -63,10 +63,6 @@ class CheckUser:
         """`path` and everything under it this user's (what a check may write)."""
         self._as_root(["chown", "-R", f"{self.uid}:{self.gid}", str(path)])
 
-    def give_back(self, path: Path) -> None:
-        """`path` and everything under it imm's again (a tree to move for the next check)."""
-        self._as_root(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(path)])
-
     def take_back(self, path: Path) -> None:
         """`path` and everything under it imm's again, readable by all and writable by none
         but imm (what setup made, which checks may use and not change)."""

@@ -47,7 +47,6 @@ from pathlib import Path
 
 from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
-from imm_action.verify.isolation import CheckUser
 
 MAX_SLOTS = 64
 # A tree of fewer files is written out in well under a second: not worth keeping between runs.
@@ -71,6 +70,10 @@ class CheckoutTree:
     repo: GitRepo
     slot: Path
     tainted: bool = False  # untrusted code wrote the index: rebuild before the next use
+    # Open to other users (an isolated check's pool, ADR 0031): folders 0777 and files 0666 as
+    # git writes them, so that the check user may write its tree without a change of owner
+    # (which would touch every file's ctime and so make git write the whole tree again).
+    shared: bool = False
 
     def _git(self, args: list[str], stdin: str | None = None) -> str:
         return self.repo.git.run(
@@ -78,6 +81,7 @@ class CheckoutTree:
             input_text=stdin,
             env={"GIT_INDEX_FILE": str(self.index)},
             timeout_s=_CHECKOUT_TIMEOUT_S,
+            umask=0 if self.shared else -1,
         ).stdout
 
     def changed(self, writable: tuple[str, ...]) -> list[str]:
@@ -122,24 +126,6 @@ class CheckoutTree:
         _move(self.repo, self.slot, tree)
 
     @contextlib.contextmanager
-    def lent_to(self, user: CheckUser) -> Iterator[None]:
-        """The tree `user`'s while the block runs (a check as that user may write in it), then
-        imm's again (to move it next time). Its index stays imm's, out of the user's reach."""
-        user.own(self.root)
-        try:
-            # the new owner changed every file's ctime: the index is made to agree again, so
-            # that `changed` reports only what the check did
-            self.repo.git.run(
-                [*_STAT_CONFIG, f"--work-tree={self.root}", "update-index", "-q", "--refresh"],
-                env={"GIT_INDEX_FILE": str(self.index)},
-                ok_codes=(0, 1),
-                timeout_s=_CHECKOUT_TIMEOUT_S,
-            )
-            yield
-        finally:
-            user.give_back(self.root)
-
-    @contextlib.contextmanager
     def untrusted(self) -> Iterator[None]:
         """While code imm does not trust runs in the tree: a write of the index (which lies in
         its reach, beside the tree) taints the slot."""
@@ -168,7 +154,7 @@ def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[
         slot = folder / f"slot-{number}"
         _real_folder(slot)
         if pool is not None:
-            os.chmod(slot, 0o711)
+            os.chmod(slot, 0o711)  # passable to the check user; the index in it stays imm's
         lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -176,7 +162,7 @@ def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[
             os.close(lock)
             continue
         try:
-            checkout = _move(repo, slot, tree)
+            checkout = _move(repo, slot, tree, shared=pool is not None)
             try:
                 yield checkout
             finally:
@@ -188,8 +174,8 @@ def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[
     raise GitError(["tree pool"], None, f"all {MAX_SLOTS} trees are busy")
 
 
-def _move(repo: GitRepo, slot: Path, tree: str) -> CheckoutTree:
-    checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot)
+def _move(repo: GitRepo, slot: Path, tree: str, *, shared: bool = False) -> CheckoutTree:
+    checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot, shared=shared)
     # A process killed while moving this slot leaves its index lock behind; holding the slot's
     # flock, we are the only user of that index.
     (slot / "index.lock").unlink(missing_ok=True)
@@ -214,6 +200,8 @@ def _take_back(checkout: CheckoutTree) -> None:
     """The slot's parts as imm made them: real folders, no repository in the tree, an index
     that is a regular file."""
     _real_folder(checkout.root)
+    if checkout.shared:
+        os.chmod(checkout.root, 0o777)
     _remove(checkout.root / ".git")
     try:
         mode = os.lstat(checkout.index).st_mode
@@ -224,11 +212,7 @@ def _take_back(checkout: CheckoutTree) -> None:
 
 
 def _reset(checkout: CheckoutTree, tree: str) -> None:
-    checkout.repo.git.run(
-        [*_STAT_CONFIG, f"--work-tree={checkout.root}", "read-tree", "--reset", "-u", tree],
-        env={"GIT_INDEX_FILE": str(checkout.index)},
-        timeout_s=_CHECKOUT_TIMEOUT_S,
-    )
+    checkout._git(["read-tree", "--reset", "-u", tree])
 
 
 def _sweep(root: Path) -> None:
@@ -254,6 +238,8 @@ def _discard(checkout: CheckoutTree) -> None:
     _remove(checkout.root)
     _remove(checkout.index)
     checkout.root.mkdir(mode=0o700)
+    if checkout.shared:
+        os.chmod(checkout.root, 0o777)
     checkout.tainted = False
 
 
