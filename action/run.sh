@@ -12,9 +12,12 @@ url_base() {
   printf '%s\n' "$1" | sed -E 's|^([a-z+]+://[^/]+/).*|\1|'
 }
 
-# The token reaches git as an HTTP header through GIT_CONFIG_* variables of this step only
-# (never argv, never the repository's config), and the API through GITHUB_TOKEN. One
-# Authorization mechanism at a time: the workflows check out with persist-credentials: false.
+# The token reaches imm in a file only the runner's user can read, which imm reads once at its
+# start and removes (ADR 0033): never in an environment, which /proc shows to every process of
+# the user for as long as the process lives, checks included. imm gives git the token as an
+# HTTP header, in GIT_CONFIG_* variables of its network commands only, scoped to the server's
+# URL as git will reach it (after any url.<base>.insteadOf rule of the runner, e.g. a mirror or
+# a test host). The workflows check out with persist-credentials: false.
 with_token() {
   local token="${IMM_TOKEN:-}"
   if [ -z "$token" ]; then
@@ -25,16 +28,14 @@ with_token() {
   basic="$(printf 'x-access-token:%s' "$token" | base64 -w0)"
   echo "::add-mask::$token"
   echo "::add-mask::$basic"
-  # The header is scoped to the server's URL as git will reach it (after any
-  # url.<base>.insteadOf rule of the runner, e.g. a mirror or a test host).
-  local server="${GITHUB_SERVER_URL:-https://github.com}" url
+  local server="${GITHUB_SERVER_URL:-https://github.com}" url file
   url="$(git ls-remote --get-url "${server%/}/${GITHUB_REPOSITORY:-x/y}")"
-  export GIT_CONFIG_COUNT=1
-  local base
-  base="$(url_base "$url")"
-  export GIT_CONFIG_KEY_0="http.$base.extraheader"
-  export GIT_CONFIG_VALUE_0="AUTHORIZATION: basic $basic"
-  export GITHUB_TOKEN="$token"
+  file="$(umask 077 && mktemp "${RUNNER_TEMP:-/tmp}/imm-token.XXXXXXXX")"
+  printf '%s' "$token" >"$file"
+  export IMM_TOKEN_FILE="$file"
+  IMM_GIT_SERVER="$(url_base "$url")"
+  export IMM_GIT_SERVER
+  unset IMM_TOKEN GITHUB_TOKEN INPUT_GITHUB_TOKEN GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 GIT_CONFIG_VALUE_0
 }
 
 # IMM_CONFIG (the `config` input) is read by imm itself: a path relative to the repository root.

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from imm_action import __version__
+from imm_action import __version__, credentials
 from imm_action.console import CommandIO
 
 if TYPE_CHECKING:
@@ -120,8 +120,7 @@ def _initiatives(repo: Path, client: GitHubClient | None = None) -> InitiativeSo
     then the repository's GitHub issues when the environment names a repository and a token."""
     from imm_action.carriers.source import Initiatives, NoIssueSource
 
-    has_token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
-    if not has_token or not os.environ.get("GITHUB_REPOSITORY"):
+    if not credentials.token() or not os.environ.get("GITHUB_REPOSITORY"):
         return Initiatives(repo, NoIssueSource())
     from imm_action.carriers.github import GitHubSource
 
@@ -158,7 +157,7 @@ def _github_client(what: str) -> tuple[GitHubClient, str]:
     """The GitHub client of the Actions environment, and the repository it acts on."""
     from imm_action.github.client import GitHubClient, build_github
 
-    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    token = credentials.token()
     repository = os.environ.get("GITHUB_REPOSITORY")
     if not token or not repository:
         raise UsageError(f"{what} needs GITHUB_TOKEN and GITHUB_REPOSITORY in the environment")
@@ -506,6 +505,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as stop:  # a usage error (one line, exit 2), --help or --version
         return stop.code if isinstance(stop.code, int) else EXIT_INVALID_INPUT
     handler: Handler = ns.handler
+    try:
+        # the action's token, from the file it left (never from an environment): first thing
+        credentials.take_credentials()
+    except credentials.CredentialError as error:
+        print(f"{program}: {error}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
     runner_temp = os.environ.get("RUNNER_TEMP")
     code = run_guarded(
         ns.command,

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from imm_action import credentials
+
 MASK = "***"
 
 # A name that looks like it holds a secret: ANTHROPIC_API_KEY, GITHUB_TOKEN, DB_PASSWORD, ...
@@ -60,10 +62,10 @@ class Masker:
 
 
 def masker_for(environment: Mapping[str, str]) -> Masker:
-    """A masker for the values of every secret-looking variable of `environment`."""
-    return Masker(
-        _ordered(value for name, value in environment.items() if looks_secret(name) and value)
-    )
+    """A masker for the values of every secret-looking variable of `environment`, and of the
+    token imm holds in memory (credentials.py)."""
+    found = [value for name, value in environment.items() if looks_secret(name) and value]
+    return Masker(_ordered([*found, *credentials.held_secrets()]))
 
 
 def _ordered(values: Iterable[str]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from imm_action import credentials
 from imm_action.git.errors import (
     GitAuthFailure,
     GitConflict,
@@ -153,7 +154,7 @@ class GitRunner:
                 text=True,
                 encoding="utf-8",
                 errors="surrogateescape",
-                env=self._environment(env),
+                env=self._environment(env, remote=_remote_command(args)),
                 timeout=timeout_s or self._timeout_s,
                 check=False,
                 umask=umask,
@@ -194,7 +195,7 @@ class GitRunner:
                 input=data,
                 stdin=stdin,
                 capture_output=True,
-                env=self._environment(None),
+                env=self._environment(None, remote=_remote_command(args)),
                 timeout=self._timeout_s,
                 check=False,
             )
@@ -224,13 +225,17 @@ class GitRunner:
     ) -> str:
         return self.run(args, input_text=input_text, env=env).stdout
 
-    def _environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+    def _environment(
+        self, extra: Mapping[str, str] | None, *, remote: bool = False
+    ) -> dict[str, str]:
         base = {key: value for key, value in os.environ.items() if _inherited(key)}
         base.update(
             GIT_TERMINAL_PROMPT="0",
             GIT_CONFIG_NOSYSTEM="1",
             LC_ALL="C",
         )
+        if remote:  # the token, for the commands that reach the server, and those alone
+            base.update(credentials.git_auth())
         base.update(self._env)
         if extra:
             base.update(extra)
