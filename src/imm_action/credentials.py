@@ -23,6 +23,7 @@ from dataclasses import dataclass
 TOKEN_FILE = "IMM_TOKEN_FILE"
 GIT_SERVER = "IMM_GIT_SERVER"
 _PR_SET_DUMPABLE = 4
+_ENVIRONMENT_TOKENS = ("GITHUB_TOKEN", "GH_TOKEN", "IMM_TOKEN", "INPUT_GITHUB_TOKEN")
 
 
 @dataclass
@@ -46,6 +47,10 @@ def take_credentials() -> None:
     _HELD.token = None
     _HELD.server = os.environ.get(GIT_SERVER)
     if not path:
+        if any(os.environ.get(name) for name in _ENVIRONMENT_TOKENS):
+            # a person's token in imm's own environment (run by hand): /proc shows it for
+            # as long as imm lives; at least no other process of the user may read it there
+            not_dumpable()
         return
     try:
         with open(path, encoding="utf-8") as handle:
