@@ -14,6 +14,11 @@ every candidate re-ran its own check and those of the siblings landed since its 
 
     python benchmarks/github_round.py [--sizes 24,64,256] [--seconds 1.0] [--repeat 3]
         [--baseline-sizes 24] [--baseline-rev 29ba8bb]
+    python benchmarks/github_round.py --act 12 [--repeat 3]
+
+`--act N` runs the round under act instead, with the shipped workflows (host mode, the fake
+GitHub; tests/e2e): N lane jobs, one integrate job, and prints the integrate job's `imm
+reconcile` step, beside the same round with the baseline's shipped files in the same run.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -153,6 +159,72 @@ def median_of(src: Path, spec: Round, repeat: int) -> tuple[Figures, list[float]
     return figures[len(figures) // 2], [f.wall for f in figures]
 
 
+ACT_STEP = re.compile(
+    r"^\[imm-batch/(?P<job>[^\]]+)\]\s+\S+\s+(?:Success|Failure) - Main "
+    r"(?P<step>.+?) \[(?P<took>[^\]]+)\]$"
+)
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|µs|us|ns|m|s)")
+UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
+
+
+def act_round(project: Path, size: int, seconds: float) -> float:
+    """The integrate job's `imm reconcile` step (seconds) of one round of `size` lanes under
+    act, each task with a check of its own sleeping `seconds`; `project`: whose shipped files
+    (action, workflows, src) the repository holds."""
+    from tests.conftest import descriptor
+    from tests.e2e import act_world
+    from tests.e2e.act_world import TOKEN, ActWorld
+    from tests.fake_github import FakeGitHub
+    from tests.git_http_remote import GitHttpRemote
+
+    tasks = {f"t{index:02d}": [] for index in range(size)}
+    checks = {
+        task: descriptor(["-c", f"sleep {seconds}; test -e {task}.txt"], executable="sh")
+        for task in tasks
+    }
+    root = Path(tempfile.mkdtemp(prefix="imm-act-round-"))
+    shipped, act_world.PROJECT = act_world.PROJECT, project
+    try:
+        with (
+            GitHttpRemote(root / "git-host", token=TOKEN) as host,
+            FakeGitHub(tokens={TOKEN: "github-actions[bot]"}) as github,
+        ):
+            world = ActWorld(root / "world", root / "home", host, github)
+            world.create(tasks, "round", checks=checks)
+            world.dispatch({"initiative": "round", "max_parallel": str(size)})
+            runs = world.run_dispatches()
+    finally:
+        act_world.PROJECT = shipped
+        shutil.rmtree(root, ignore_errors=True)
+    if not runs or runs[0].exit_code != 0:
+        raise SystemExit(f"the round failed under act: {runs[-1].log[-3000:] if runs else ''}")
+    for line in runs[0].log.splitlines():
+        found = ACT_STEP.match(line.strip())
+        if found and found["job"].strip() == "integrate" and found["step"] == "imm reconcile":
+            return sum(float(n) * UNITS[u] for n, u in GO_DURATION.findall(found["took"]))
+    raise SystemExit("no `imm reconcile` step in the integrate job's log")
+
+
+def report_act(size: int, seconds: float, repeat: int, baseline_rev: str) -> None:
+    print(f"under act: {size} lanes, each task's own check sleeps {seconds} s")
+    old = baseline_tree(baseline_rev)
+    try:
+        for name, project in (("per-candidate", old), ("stack", ROOT)):
+            if project is None:
+                continue
+            steps = sorted(act_round(project, size, seconds) for _ in range(repeat))
+            print(
+                f"{name:<14} integrate step {statistics.median(steps):6.1f}s   (runs: "
+                + ", ".join(f"{step:.1f}" for step in steps)
+                + ")",
+                flush=True,
+            )
+    finally:
+        if old is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           check=False, capture_output=True)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="24,64,256")
@@ -160,7 +232,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="median of this many rounds")
     parser.add_argument("--baseline-sizes", default="24", help="'' for none: N² runs")
     parser.add_argument("--baseline-rev", default="29ba8bb")
+    parser.add_argument("--act", type=int, help="a round of this many lanes under act instead")
     args = parser.parse_args()
+    if args.act:
+        print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+        report_act(args.act, args.seconds, args.repeat, args.baseline_rev)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return 0
     sizes = [int(size) for size in args.sizes.split(",") if size]
     baseline_sizes = {int(size) for size in args.baseline_sizes.split(",") if size}
     print(

@@ -1,17 +1,18 @@
-"""Speculative verification held to a figure (issue 13, SPEC §9).
+"""Stack verification held to a figure (issues 13 and 22, SPEC §5.4, §9).
 
-Four lanes are ready at once; each candidate's check sleeps 1 s. One reconcile pass stacks the
-candidates (each on the one before), verifies them `verify_parallel` at a time and lands them in
-order. Sequential integration (`verify_parallel: 1`) is the baseline measured in the same run;
-one worker per core is the default. For each setting it prints the pass's wall time, the wall
-time beyond the checks' own 1 s, the final tree and the parked tasks, which must be the same
-for every setting. Then the second lane's check fails: the candidates above it are rebuilt on
-the last landed one and checked again, and the one below is not.
+Several lanes are ready at once; each check sleeps 1 s. One reconcile pass builds their
+candidates one on another and verifies them as one stack: the united checks once, on the top's
+tree, `verify_parallel` at a time. Sequential (`verify_parallel: 1`) is the baseline measured in
+the same run; one worker per core is the default. For each setting it prints the pass's wall
+time, the wall time beyond the checks' own, the descriptor runs, the trees they ran on, the
+final tree and the parked tasks, which must be the same for every setting. Then the second
+lane's check fails: bisection finds it, it is parked, and the stack is verified again without
+it.
 
 Two shapes of checks, each measured: `shared`, every task's acceptance is the project's one
-check (one descriptor, so a candidate runs it once — the issue's "sequential: 4 s"), and
-`per-task`, a descriptor of each task's own (the k-th candidate runs k of them, one after
-another in its tree: SPEC §5.4 re-checks the siblings landed since the lane base).
+check (one descriptor: the stack runs it once), and `per-task`, a descriptor of each task's own
+(the shape users have: the stack runs each once, `lanes` runs where per-candidate verification
+ran lanes x (lanes + 1) / 2).
 
     python benchmarks/speculative_verification.py [--lanes 4] [--seconds 1.0]
         [--checks shared|per-task|both]
@@ -180,17 +181,17 @@ def report_shape(lanes: int, seconds: float, repeat: int, shared: bool) -> None:
     cores = os.cpu_count() or 1
     settings = [("sequential", 1), (f"one per core ({cores})", None), ("verify_parallel 4", 4)]
     if shared:
-        # one check per candidate: with a worker per candidate, the checks need one check's time
+        # one descriptor: the stack runs it once, on its top
         critical = seconds
-        print(f"== one check shared by every task: each candidate runs it once ({seconds} s)")
+        print(f"== one check shared by every task: the stack runs it once ({seconds} s)")
     else:
-        # SPEC 5.4: the k-th candidate runs k checks one after another in its tree; with enough
-        # workers the checks need the top candidate's: lanes x seconds
-        critical = lanes * seconds
-        print(f"== a check per task: the top candidate alone runs {lanes} x {seconds} s")
+        # SPEC 5.4: the stack runs every task's check once on its top, `verify_parallel` at a
+        # time; with a worker per check they need one check's time
+        critical = seconds
+        print(f"== a check per task: the stack runs {lanes} checks of {seconds} s on its top")
     print(
         f"{'setting':<22} {'pass wall':>9} {'vs sequential':>13} {'beyond checks':>13} "
-        f"{'check runs':>10} {'candidates':>10} {'parked':>7}"
+        f"{'check runs':>10} {'trees':>10} {'parked':>7}"
     )
     for failing in (None, "t1"):
         if failing:

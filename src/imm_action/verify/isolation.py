@@ -64,7 +64,14 @@ class CheckUser:
 
     def own(self, path: Path) -> None:
         """`path` and everything under it this user's (what a check may write)."""
-        self._as_root(["chown", "-R", f"{self.uid}:{self.gid}", str(path)])
+        if self.elevate:
+            self._as_root(["chown", "-R", f"{self.uid}:{self.gid}", str(path)])
+            return
+        # as root: a home of three folders needs no process (`chown` costs a few ms a call)
+        os.chown(path, self.uid, self.gid, follow_symlinks=False)
+        for folder, dirs, files in os.walk(path):
+            for name in (*dirs, *files):
+                os.chown(os.path.join(folder, name), self.uid, self.gid, follow_symlinks=False)
 
     def take_back(self, path: Path) -> None:
         """`path` and everything under it imm's again, readable by all and writable by none
