@@ -568,10 +568,11 @@ class GitRepo:
         found = self._objects.read(oid)
         return found[1] if found is not None and found[0] == "blob" else None
 
-    def pack_loose_objects(self) -> None:
+    def pack_loose_objects(self, at_least: int = 2) -> None:
         """Put every loose object into one new pack and drop the loose copies: work in the
         number of loose objects, not in the repository's size, and safe while others write
-        (an object written meanwhile stays loose; a loose copy goes only once packed)."""
+        (an object written meanwhile stays loose; a loose copy goes only once packed). Fewer
+        than `at_least` loose objects stay as they are."""
         objects = (
             self._loose_objects()
             or self.path / self.git.output(["rev-parse", "--git-path", "objects"]).strip()
@@ -585,7 +586,7 @@ class GitRepo:
                         for name in os.listdir(objects / folder)
                         if not name.startswith("tmp_")
                     ]
-        if len(names) < 2:
+        if len(names) < max(2, at_least):
             return
         pack = str(objects / "pack" / "pack")
         self.git.run(

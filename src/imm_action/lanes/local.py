@@ -85,6 +85,11 @@ class ForkedLane:
     def kill(self) -> None:
         self._process.kill()
 
+    @property
+    def sentinel(self) -> int:
+        """Ready to read once the lane ended: what the coordinator waits on."""
+        return self._process.sentinel
+
 
 def _exit_with(target: Callable[[], int]) -> None:
     sys.exit(target())
@@ -168,6 +173,12 @@ class LocalLanes:
             self.exited.add(str(lane.log))
             ended.append((lane, code))
         return ended
+
+    def sentinels(self) -> list[int] | None:
+        """What becomes ready when a running lane ends; None when a lane was started some way
+        that gives none (the coordinator then looks every few milliseconds)."""
+        found = [getattr(lane.process, "sentinel", None) for lane in self.running.values()]
+        return [handle for handle in found if handle is not None] if None not in found else None
 
     def stop_all(self) -> None:
         """End every running lane: SIGINT first, SIGKILL after a grace period."""

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait
 
 from imm_action.batches.repo import BatchRepo, PlanMemo, check_place, pass_ports, pass_request
 from imm_action.integrate.continuation import Stopped
@@ -29,6 +30,7 @@ from imm_action.verify.trees import tidy_pool
 POLL_S = 0.02
 STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
 PACK_EVERY_PASSES = 200
+LOOSE_OBJECTS_WORTH_A_PACK = 1000
 
 
 @dataclass
@@ -113,7 +115,9 @@ class Coordinator:
                 self.checks.stop()
                 self.lanes.stop_all()
                 tidy_pool(self.batch_repo.repo)
-                self.batch_repo.repo.pack_loose_objects()
+                # a small batch's few hundred objects cost git nothing loose; packing them
+                # would cost the run's last tenth of a second
+                self.batch_repo.repo.pack_loose_objects(at_least=LOOSE_OBJECTS_WORTH_A_PACK)
                 return state
             self._wait_for_a_lane()
             result = self._pass()
@@ -198,7 +202,17 @@ class Coordinator:
                     return
                 next_look = time.monotonic() + STATE_POLL_S
                 self.on_change(self.view)  # the lanes' elapsed times, twice a second
+            self._sleep_until_something_ends(next_look)
+
+    def _sleep_until_something_ends(self, until: float) -> None:
+        """Until a lane ends or the worker answers (woken at once: a dependency hop waits for
+        no polling interval), or `until`."""
+        lanes = self.lanes.sentinels()
+        if lanes is None:
             time.sleep(POLL_S)
+            return
+        handles = [*lanes, *self.checks.sentinels()]
+        wait(handles, timeout=max(0.0, until - time.monotonic()))
 
     def _state_moved(self) -> bool:
         ref = batch_state_ref(self.options.batch_id or "")

@@ -149,6 +149,11 @@ class BackgroundChecks:
         self._candidates.intents.update(found.intents)
         return True
 
+    def sentinels(self) -> list[Connection | int]:
+        """What becomes ready when the worker answers or ends (nothing when none runs)."""
+        worker = self._worker
+        return [] if worker is None else [worker.results, worker.process.sentinel]
+
     def stop(self) -> None:
         """End the worker at once: it holds nothing that a later run cannot take back."""
         worker = self._worker

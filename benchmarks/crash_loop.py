@@ -1,0 +1,181 @@
+"""Crash safety while stacks are verified and bisected (issue 22): `imm run` killed with SIGKILL
+(its whole process group: coordinator, background worker, lanes) at random moments, run again,
+and again; then run to its end. Each trial must end exactly as an uninterrupted run of the same
+batch: the same tasks integrated (each exactly once on the branch), the same culprits parked,
+the same final tree.
+
+Every task has a check of its own that sleeps a little; two tasks are culprits (their own check
+fails once a task they depend on is on the branch), so passes bisect stacks while they are being
+killed. `--load K` keeps K busy processes running beside the trials.
+
+    python benchmarks/crash_loop.py [--trials 20] [--tasks 12] [--kills 4] [--load 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+EXECUTOR = """import os, pathlib, time
+task = os.environ["IMM_TASK_ID"]
+time.sleep(0.3)
+pathlib.Path(f"{task}.txt").write_text(task + "\\n")
+"""
+CULPRITS = {"t05": "t02", "t09": "t08"}  # task: the task whose file breaks its own check
+
+
+def dag(tasks: int) -> dict[str, list[str]]:
+    names = [f"t{index:02d}" for index in range(tasks)]
+    graph: dict[str, list[str]] = {name: [] for name in names}
+    for task, breaker in CULPRITS.items():
+        if task in graph and breaker in graph:
+            graph[task] = [breaker]  # it always sees the file that breaks it: a sure culprit
+    return graph
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b",
+           "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def make_project(root: Path, graph: dict[str, list[str]]) -> None:
+    (root / "docs/plans").mkdir(parents=True)
+    (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    (root / ".github/imm.yml").write_text("max_parallel: 4\nverify_parallel: 2\n")
+    lines = ["# crash", ""]
+    for task, needs in graph.items():
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
+        script = f"sleep 0.2; test -e {task}.txt"
+        if task in CULPRITS:
+            script += f" && test ! -e {CULPRITS[task]}.txt"
+        check = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000}
+        verification = json.dumps(
+            {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
+        )
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
+            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
+        }  # fmt: skip
+        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
+    (root / "docs/initiatives/crash.md").write_text("\n".join(lines) + "\n")
+    (root / "executor.py").write_text(EXECUTOR)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "crash")
+
+
+def start(repo: Path) -> subprocess.Popen[bytes]:
+    executor = shlex.join([sys.executable, str(repo / "executor.py")])
+    return subprocess.Popen(
+        [sys.executable, "-m", "imm_action", "run", "crash", "--repo", str(repo),
+         "--executor", executor],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a finished batch left: its tree, and how often each landed task is on the branch."""
+
+    tree: str
+    landed: dict[str, int]
+    kills: int = 0
+
+    def same(self, other: Ending) -> bool:
+        return (self.tree, self.landed) == (other.tree, other.landed)
+
+
+def outcome(repo: Path, graph: dict[str, list[str]], kills: int = 0) -> Ending:
+    subjects = git(repo, "log", "--format=%s", "imm/crash").splitlines()
+    landed = {task: sum(s.startswith(f"imm({task}):") for s in subjects) for task in graph}
+    tree = git(repo, "rev-parse", "imm/crash^{tree}").strip()
+    return Ending(tree, {task: count for task, count in landed.items() if count}, kills)
+
+
+def trial(scratch: Path, graph: dict[str, list[str]], kills: int, seed: int) -> Ending:
+    repo = scratch / f"trial-{seed}"
+    repo.mkdir()
+    make_project(repo, graph)
+    moments = random.Random(seed)
+    killed = 0
+    for _ in range(kills):
+        process = start(repo)
+        time.sleep(moments.uniform(0.3, 2.5))
+        if process.poll() is not None:
+            break
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        killed += 1
+    start(repo).wait(600)
+    found = outcome(repo, graph, killed)
+    shutil.rmtree(repo, ignore_errors=True)
+    return found
+
+
+def busy() -> None:
+    while True:
+        pass
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--tasks", type=int, default=12)
+    parser.add_argument("--kills", type=int, default=4)
+    parser.add_argument("--load", type=int, default=2, help="busy processes beside the trials")
+    args = parser.parse_args()
+    graph = dag(args.tasks)
+    hogs = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
+    for hog in hogs:
+        hog.start()
+    print(f"crash loop: {args.trials} trials of {args.tasks} tasks, up to {args.kills} SIGKILLs "
+          f"each, {args.load} busy processes beside them")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="imm-crash-") as scratch:
+        clean = Path(scratch) / "clean"
+        clean.mkdir()
+        make_project(clean, graph)
+        start(clean).wait(600)
+        expected = outcome(clean, graph)
+        once = all(count == 1 for count in expected.landed.values())
+        parked = sorted(set(graph) - set(expected.landed))
+        print(f"uninterrupted: {len(expected.landed)} of {len(graph)} landed (each once: {once}),"
+              f" parked {parked}")  # fmt: skip
+        good = 0
+        for seed in range(args.trials):
+            found = trial(Path(scratch), graph, args.kills, seed)
+            same = found.same(expected)
+            good += same
+            print(f"trial {seed:2d}: {found.kills} kills, "
+                  f"{'same as uninterrupted' if same else f'DIFFERENT: {found}'}",
+                  flush=True)  # fmt: skip
+        print(f"{good} of {args.trials} trials ended exactly as the uninterrupted run; "
+              f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    for hog in hogs:
+        hog.terminate()
+    return 0 if good == args.trials else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
