@@ -15,7 +15,7 @@ url_base() {
 # The token reaches imm in a file only the runner's user can read, which imm reads once at its
 # start and removes (ADR 0033): never in an environment, which /proc shows to every process of
 # the user for as long as the process lives, checks included. imm gives git the token as an
-# HTTP header, in GIT_CONFIG_* variables of its network commands only, scoped to the server's
+# HTTP header, from a 0600 file for its network commands only, scoped to the server's
 # URL as git will reach it (after any url.<base>.insteadOf rule of the runner, e.g. a mirror or
 # a test host). The workflows check out with persist-credentials: false.
 with_token() {

@@ -507,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = ns.handler
     try:
         # the action's token, from the file it left (never from an environment): first thing
-        credentials.take_credentials()
+        credentials.take_credentials(own_process=argv is None)
     except credentials.CredentialError as error:
         print(f"{program}: {error}", file=sys.stderr)
         return EXIT_INVALID_INPUT

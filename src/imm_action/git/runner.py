@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -144,26 +145,28 @@ class GitRunner:
         *,
         umask: int = -1,
     ) -> GitResult:
-        argv = ["git", *_SAFE_CONFIG, *args]
-        try:
-            done = subprocess.run(
-                argv,
-                cwd=self.repo,
-                input=input_text,
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                errors="surrogateescape",
-                env=self._environment(env, remote=_remote_command(args)),
-                timeout=timeout_s or self._timeout_s,
-                check=False,
-                umask=umask,
-            )
-        except subprocess.TimeoutExpired as expired:
-            kind = GitRetriable if _remote_command(args) else GitFatal
-            raise kind(args, None, _text(expired.stderr)) from None
-        except FileNotFoundError as missing:
-            raise GitFatal(args, None, f"cannot run git: {missing}") from None
+        remote = _remote_command(args)
+        # the header reaches a network command from a 0600 file, never its environment
+        with _auth_args(remote) as auth:
+            try:
+                done = subprocess.run(
+                    ["git", *_SAFE_CONFIG, *auth, *args],
+                    cwd=self.repo,
+                    input=input_text,
+                    capture_output=True,
+                    text=True,
+                    encoding="utf-8",
+                    errors="surrogateescape",
+                    env=self._environment(env),
+                    timeout=timeout_s or self._timeout_s,
+                    check=False,
+                    umask=umask,
+                )
+            except subprocess.TimeoutExpired as expired:
+                kind = GitRetriable if remote else GitFatal
+                raise kind(args, None, _text(expired.stderr)) from None
+            except FileNotFoundError as missing:
+                raise GitFatal(args, None, f"cannot run git: {missing}") from None
         if done.returncode not in ok_codes:
             raise classify(args, done.returncode, done.stderr)
         return GitResult(done.returncode, done.stdout, done.stderr)
@@ -188,19 +191,21 @@ class GitRunner:
         stdin: BinaryIO | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """`git <args>` run to its end, its output kept as bytes; a failure raised as git's."""
-        try:
-            done = subprocess.run(
-                ["git", *_SAFE_CONFIG, *args],
-                cwd=self.repo,
-                input=data,
-                stdin=stdin,
-                capture_output=True,
-                env=self._environment(None, remote=_remote_command(args)),
-                timeout=self._timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as expired:
-            raise timed_out(args, None, _text(expired.stderr)) from None
+        remote = _remote_command(args)
+        with _auth_args(remote) as auth:
+            try:
+                done = subprocess.run(
+                    ["git", *_SAFE_CONFIG, *auth, *args],
+                    cwd=self.repo,
+                    input=data,
+                    stdin=stdin,
+                    capture_output=True,
+                    env=self._environment(None),
+                    timeout=self._timeout_s,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as expired:
+                raise timed_out(args, None, _text(expired.stderr)) from None
         if done.returncode != 0:
             raise classify(args, done.returncode, _text(done.stderr))
         return done
@@ -225,17 +230,13 @@ class GitRunner:
     ) -> str:
         return self.run(args, input_text=input_text, env=env).stdout
 
-    def _environment(
-        self, extra: Mapping[str, str] | None, *, remote: bool = False
-    ) -> dict[str, str]:
+    def _environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
         base = {key: value for key, value in os.environ.items() if _inherited(key)}
         base.update(
             GIT_TERMINAL_PROMPT="0",
             GIT_CONFIG_NOSYSTEM="1",
             LC_ALL="C",
         )
-        if remote:  # the token, for the commands that reach the server, and those alone
-            base.update(credentials.git_auth())
         base.update(self._env)
         if extra:
             base.update(extra)
@@ -269,6 +270,11 @@ def classify(args: Sequence[str], returncode: int, stderr: str) -> GitError:
     if _TRANSIENT.search(stderr):
         return GitRetriable(args, returncode, stderr)
     return GitFatal(args, returncode, stderr)
+
+
+def _auth_args(remote: bool) -> contextlib.AbstractContextManager[list[str]]:
+    """The arguments giving a network command the token (credentials.py); none otherwise."""
+    return credentials.git_config_file() if remote else contextlib.nullcontext([])
 
 
 def _remote_command(args: Sequence[str]) -> bool:

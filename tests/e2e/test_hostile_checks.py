@@ -1,0 +1,113 @@
+"""A lane's check goes for the integrate job, end to end with act (issue 20): the lane writes a
+probe (tests/attack_executor.py's PROBE) that its own check runs, in its lane job and again at
+integration, where the job holds the write token. There the probe runs as the check user
+(ADR 0031): it reads every `/proc/*/environ` and `cmdline` it can, tries to write the job's
+`~/.gitconfig`, the git config every step reads, the checkout's `.git/config`, every step's
+`$GITHUB_ENV`/`$GITHUB_PATH` and the action's venv, and leaves a process. Nothing it found is the
+token, nothing it tried to write changed, nothing it left runs, and the batch lands as without it.
+
+In act every job shares one machine and runs as root, so the probe's runs in lane jobs (not
+isolated: the lane job holds no write token, ADR 0026) can read and write all of it; only the
+runs at integration are held to the above, told apart by their uid."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pwd
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.attack_executor import PROBE
+from tests.conftest import descriptor
+from tests.e2e.act_world import TOKEN, ActWorld
+
+
+@pytest.fixture
+def probe_out() -> Iterator[Path]:
+    """Where the probe writes what it found: open to the check user (pytest's folders are not)."""
+    folder = Path(tempfile.mkdtemp(prefix="imm-test-probe-"))
+    folder.chmod(0o777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _targets(world: ActWorld) -> list[dict[str, str]]:
+    # act (host mode) keeps each job's GITHUB_ENV and GITHUB_PATH files, its RUNNER_TEMP and the
+    # tool cache (where the action's venv lies) under its HOME's .cache/act
+    act = f"{world.home}/.cache/act"
+    return [
+        {"path": str(world.home / ".gitconfig"), "line": "# imm-probe-{uid}"},
+        {"path": str(world.root / "gitconfig"), "line": "# imm-probe-{uid}"},  # every step's
+        {"path": str(world.work / ".git" / "config"), "line": "# imm-probe-{uid}"},
+        {"path": f"{act}/imm-probe-made", "line": "# imm-probe-{uid}"},  # beside the job files
+        {"glob": f"{act}/*/act/workflow/envs.txt", "line": "IMM_PROBE_{uid}=1"},
+        {"glob": f"{act}/*/act/workflow/pathcmd.txt", "line": "/nonexistent/imm-probe-{uid}"},
+        {"glob": f"{act}/tool_cache/imm-action/*/pyvenv.cfg", "line": "# imm-probe-{uid}"},
+    ]
+
+
+def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_job_uses(
+    world: ActWorld, probe_out: Path
+) -> None:
+    world.behaviour["a"] = "attack"  # copies tools/attack.py to a_attack.py, in its scope
+    (probe_out / "attack.json").write_text(json.dumps({"targets": _targets(world)}))
+    world.create(
+        {"a": [], "b": []}, "shop", checks={"a": descriptor(["a_attack.py"])},
+        files={"tools/attack.py": PROBE.format(out=str(probe_out))},
+    )  # fmt: skip
+    world.dispatch({"initiative": "shop"})
+    runs = world.run_dispatches()
+
+    # the job behaves as without the probe: every lane lands, only the lanes' own changes
+    assert {run.exit_code for run in runs} == {0}, runs[-1].log[-3000:]
+    assert world.state()["batch_state"] == "completed"
+    changed = world.remote("diff", "--name-only", "refs/heads/main", "refs/heads/imm/shop")
+    assert sorted(changed.split()) == ["a.txt", "a_attack.py", "b.txt"]
+    pushed = world.remote("for-each-ref", "--format=%(refname)", "refs/heads")
+    assert sorted(pushed.split()) == ["refs/heads/imm/shop", "refs/heads/main"]
+
+    uid = pwd.getpwnam("imm-check").pw_uid
+    found = sorted(probe_out.glob(f"collected-{uid}-*"))
+    assert found, "the probe never ran at integration as the check user"
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    for run in found:
+        assert TOKEN.encode() not in run.read_bytes()
+        assert basic.encode() not in run.read_bytes()
+    for run in probe_out.glob(f"tried-{uid}-*"):
+        tried = json.loads(run.read_text())
+        explicit = [t["path"] for t in _targets(world) if "path" in t]
+        assert {path: tried.get(path) for path in explicit} == dict.fromkeys(
+            explicit, "PermissionError"
+        )
+        assert "wrote" not in tried.values()
+    # the targets are real: the runs in lane jobs (act's user, not isolated) found and wrote them
+    in_lanes: dict[str, str] = {}
+    for run in probe_out.glob(f"tried-{os.getuid()}-*"):
+        in_lanes.update(json.loads(run.read_text()))
+    for kind in ("/workflow/envs.txt", "/workflow/pathcmd.txt", "/pyvenv.cfg", "/.git/config"):
+        assert any(kind in path and did == "wrote" for path, did in in_lanes.items()), kind
+    # what the lane jobs' runs could write, found again as root: nothing of the check user
+    written = [Path(t["path"]) for t in _targets(world) if "path" in t]
+    for target in _targets(world):
+        if "glob" in target:
+            written += [Path(p) for p in sorted(Path("/").glob(target["glob"].lstrip("/")))]
+    marks = (f"imm-probe-{uid}", f"IMM_PROBE_{uid}")
+    assert [p for p in written if p.exists() and any(m in p.read_text() for m in marks)] == []
+    assert not _running_with(f"left-by-{probe_out}".encode())
+
+
+def _running_with(marker: bytes) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes():
+                found.append(proc.name)
+        except OSError:
+            continue
+    return found
