@@ -95,12 +95,11 @@ class CheckUser:
 @dataclass
 class CheckArea:
     """The folder a run's isolated checks live in: closed to listing, open to the check user
-    on the paths imm hands it. `trees` holds the check trees' pool; `setup` the home
-    `check_setup` wrote, read-only for the checks after it."""
+    on the paths imm hands it. `trees` holds the check trees' pool (check_setup.py puts
+    setup's home here too)."""
 
     root: Path
     user: CheckUser
-    setup_home: Path | None = None  # set once setup ran
 
     @property
     def trees(self) -> Path:
