@@ -177,7 +177,7 @@ class ActWorld:
         """The repository with the shipped action and workflows, a config naming the e2e
         executor (and `config`'s lines), and (when `local`) the initiative in docs/initiatives/.
         `checks`: a task's descriptor instead of the default file check (its scope then takes
-        `<task>_*.py` too); `files`: more files of the base."""
+        `<task>_attack.py` too); `files`: more files of the base."""
         self.spy.mkdir(parents=True)
         self.bare.parent.mkdir(parents=True)
         self._git(self.host.root, "init", "-q", "--bare", "-b", "main", str(self.bare))
@@ -218,7 +218,8 @@ class ActWorld:
         for task in tasks:
             check = checks.get(task) or file_check(f"{task}.txt", task)
             acceptance = [{"id": "ok", "assertion": f"names {task}", "verification": check}]
-            scope = [f"{task}.txt", f"{task}_*.py"] if task in checks else [f"{task}.txt"]
+            # exact names: globs may overlap, and overlapping scopes never run side by side
+            scope = [f"{task}.txt", f"{task}_attack.py"] if task in checks else [f"{task}.txt"]
             intents[task] = intent(task, scope_hint=scope, acceptance=acceptance)
         return intents
 
