@@ -52,6 +52,9 @@ class Prepared:
 
 @dataclass
 class CheckPlace:
+    """Where one command's integration checks run (isolation, area) and what they run with
+    (`check_setup`, run once by `prepared`)."""
+
     isolation: Isolation
     area: CheckArea | None  # where isolated checks live; None: the repository's pool
     path_env: str
