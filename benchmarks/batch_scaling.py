@@ -32,7 +32,6 @@ integrator made per task (`checks/task`): a shared check hides that cost.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -47,6 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.generate import bench_git as git  # noqa: E402  (big_repo.py uses it too)
+from benchmarks.generate import write_project as generated_project  # noqa: E402
 from benchmarks.makespan import ideal_list_schedule  # noqa: E402
 
 # A shell, not python: an interpreter start would count as imm's overhead. `$0` is the task id.
@@ -71,42 +72,15 @@ def write_project(
     """`checks`: every task has a check of its own, which logs its run there (the shape users
     have: each task brings its tests). None: every task shares one trivial check (`true`),
     which the (tree, descriptor) cache runs once per tree and so hides the integrator's cost."""
-    lines = ["# bench", ""]
-    (root / "docs/plans").mkdir(parents=True)
-    (root / "docs/initiatives").mkdir(parents=True)
-    (root / ".github").mkdir()
     # the executor sees only an allowlist of the environment, plus what the config names
     config = f"max_parallel: {lanes}\nexecutor_env: [BENCH_SECONDS, BENCH_TIMES]\n"
-    (root / ".github/imm.yml").write_text(config)
-    for task, needs in graph.items():
-        check = (
-            {"executable": "sh", "argv": ["-c", f"echo {task} >> {checks}"], "timeout_ms": 60000}
-            if checks is not None
-            else {"executable": "true", "argv": [], "timeout_ms": 60000}
-        )
-        verification = json.dumps(
-            {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
-        )
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
-            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
-        }  # fmt: skip
-        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
-    (root / "docs/initiatives/bench.md").write_text("\n".join(lines) + "\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "bench")
-
-
-def git(root: Path, *args: str) -> str:
-    identity = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
-    env = {**os.environ, **identity, "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": "/dev/null"}
-    return subprocess.run(
-        ["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True
-    ).stdout
+    commands = {
+        task: {"executable": "sh", "argv": ["-c", f"echo {task} >> {checks}"], "timeout_ms": 60000}
+        if checks is not None
+        else {"executable": "true", "argv": [], "timeout_ms": 60000}
+        for task in graph
+    }
+    generated_project(root, "bench", graph, commands, config=config)
 
 
 def calibrate() -> float:

@@ -14,7 +14,6 @@ killed. `--load K` keeps K busy processes running beside the trials.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import random
@@ -30,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.generate import bench_git, write_project  # noqa: E402
 
 EXECUTOR = """import os, pathlib, time
 task = os.environ["IMM_TASK_ID"]
@@ -48,42 +50,15 @@ def dag(tasks: int) -> dict[str, list[str]]:
     return graph
 
 
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
-           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b",
-           "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    ).stdout
-
-
 def make_project(root: Path, graph: dict[str, list[str]]) -> None:
-    (root / "docs/plans").mkdir(parents=True)
-    (root / "docs/initiatives").mkdir(parents=True)
-    (root / ".github").mkdir()
-    (root / ".github/imm.yml").write_text("max_parallel: 4\nverify_parallel: 2\n")
-    lines = ["# crash", ""]
-    for task, needs in graph.items():
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
+    checks = {}
+    for task in graph:
         script = f"sleep 0.2; test -e {task}.txt"
         if task in CULPRITS:
             script += f" && test ! -e {CULPRITS[task]}.txt"
-        check = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000}
-        verification = json.dumps(
-            {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
-        )
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
-            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
-        }  # fmt: skip
-        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
-    (root / "docs/initiatives/crash.md").write_text("\n".join(lines) + "\n")
-    (root / "executor.py").write_text(EXECUTOR)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "crash")
+        checks[task] = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000}
+    config = "max_parallel: 4\nverify_parallel: 2\n"
+    write_project(root, "crash", graph, checks, config=config, files={"executor.py": EXECUTOR})
 
 
 def start(repo: Path) -> subprocess.Popen[bytes]:
@@ -108,9 +83,9 @@ class Ending:
 
 
 def outcome(repo: Path, graph: dict[str, list[str]], kills: int = 0) -> Ending:
-    subjects = git(repo, "log", "--format=%s", "imm/crash").splitlines()
+    subjects = bench_git(repo, "log", "--format=%s", "imm/crash").splitlines()
     landed = {task: sum(s.startswith(f"imm({task}):") for s in subjects) for task in graph}
-    tree = git(repo, "rev-parse", "imm/crash^{tree}").strip()
+    tree = bench_git(repo, "rev-parse", "imm/crash^{tree}").strip()
     return Ending(tree, {task: count for task, count in landed.items() if count}, kills)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,3 +92,65 @@ def write_initiative(root: Path, slug: str, tasks: int) -> Path:
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     subprocess.run(["git", *env_args, "commit", "-qm", "initiative"], cwd=root, check=True)
     return root
+
+
+def command_check(command: Mapping[str, object]) -> str:
+    """A verification descriptor (its JSON text) running `command`."""
+    return json.dumps(
+        {"contract": "assurance_kernel/verification_descriptor/v2", "command": command}
+    )
+
+
+def write_project(
+    root: Path,
+    slug: str,
+    graph: Mapping[str, Sequence[str]],
+    checks: Mapping[str, Mapping[str, object]],
+    *,
+    config: str = "",
+    files: Mapping[str, str] | None = None,
+) -> None:
+    """A repository holding one initiative of `graph`'s tasks (task -> the tasks it needs),
+    each with an intent whose one acceptance check runs `checks[task]` and whose scope is its
+    own `<task>.txt`, with `config` as `.github/imm.yml` and `files` beside them, committed on
+    `main` with a pinned identity: what the batch benchmarks run imm on."""
+    (root / "docs/plans").mkdir(parents=True)
+    (root / "docs/initiatives").mkdir(parents=True)
+    (root / ".github").mkdir()
+    (root / ".github/imm.yml").write_text(config)
+    lines = ["# bench", ""]
+    for task, needs in graph.items():
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
+        verification = command_check(checks[task])
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
+            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
+        }  # fmt: skip
+        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
+    (root / f"docs/initiatives/{slug}.md").write_text("\n".join(lines) + "\n")
+    for name, text in (files or {}).items():
+        (root / name).write_text(text)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", slug]):
+        bench_git(root, *args)
+
+
+# fixed identity and dates: the same project gives the same commits in every run
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
+}
+
+
+def bench_git(root: Path, *args: str, index: str | None = None, stdin: str | None = None) -> str:
+    """`git <args>` in `root` with the benchmarks' identity; its output."""
+    env = {**os.environ, **GIT_ENV, **({"GIT_INDEX_FILE": index} if index else {})}
+    return subprocess.run(
+        ["git", *args], cwd=root, env=env, input=stdin, check=True, capture_output=True, text=True
+    ).stdout

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.speculative_verification import git, lanes_ready  # noqa: E402
+from benchmarks.generate import write_project  # noqa: E402
+from benchmarks.speculative_verification import lanes_ready  # noqa: E402
 from imm_action.batches.repo import open_batch_repo  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
 from imm_action.integrate.store import StateStore  # noqa: E402
@@ -78,31 +79,14 @@ def interference(size: int, interfering: int) -> dict[str, str]:
 def make_project(root: Path, spec: Round, runs: Path) -> list[str]:
     tasks = [f"t{index:03d}" for index in range(spec.size)]
     breaks = interference(spec.size, spec.interfering)
-    (root / "docs/plans").mkdir(parents=True)
-    (root / "docs/initiatives").mkdir(parents=True)
-    (root / ".github").mkdir()
-    config = f"max_parallel: {spec.size}\nverify_parallel: {VERIFY_PARALLEL}\n"
-    (root / ".github/imm.yml").write_text(config)
-    lines = ["# round", ""]
+    checks = {}
     for task in tasks:
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         script = f"sleep {spec.seconds}; echo {task} >> {runs}; test -e {task}.txt"
         if task in breaks:
             script += f" && test ! -e {breaks[task]}.txt"
-        verification = json.dumps({
-            "contract": "assurance_kernel/verification_descriptor/v2",
-            "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 600000},
-        })  # fmt: skip
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
-            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
-        }  # fmt: skip
-        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
-    (root / "docs/initiatives/round.md").write_text("\n".join(lines) + "\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "round")
+        checks[task] = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 600000}
+    config = f"max_parallel: {spec.size}\nverify_parallel: {VERIFY_PARALLEL}\n"
+    write_project(root, "round", {task: [] for task in tasks}, checks, config=config)
     return tasks
 
 

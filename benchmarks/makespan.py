@@ -28,7 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
+from benchmarks.generate import write_project as generated_project  # noqa: E402
 from imm_action.plan.dag import kahn_order  # noqa: E402
 
 EXECUTOR = """import json, os, pathlib, time
@@ -74,28 +76,8 @@ def write_project(root: Path, graph: dict[str, list[str]]) -> None:
     # A trivial check (coreutils `true`): what is measured is imm's own overhead, and on machines
     # where `python3` is a pyenv shim every check would add ~0.1 s of shell start-up.
     check = {"executable": "true", "argv": [], "timeout_ms": 60000}
-    lines = ["# bench", ""]
-    (root / "docs/plans").mkdir(parents=True)
-    (root / "docs/initiatives").mkdir(parents=True)
-    (root / ".github").mkdir()
-    (root / ".github/imm.yml").write_text("executor_env: [BENCH_DURATIONS]\n")
-    for task, needs in graph.items():
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        lines += ["Blocked by: " + ", ".join(needs)] if needs else []
-        verification = json.dumps(
-            {"contract": "assurance_kernel/verification_descriptor/v2", "command": check}
-        )
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
-            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
-        }  # fmt: skip
-        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
-    (root / "docs/initiatives/bench.md").write_text("\n".join(lines) + "\n")
-    identity = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b"}
-    env = {**os.environ, **identity, "GIT_COMMITTER_EMAIL": "b@b", "GIT_CONFIG_GLOBAL": "/dev/null"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "bench"]):
-        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+    config = "executor_env: [BENCH_DURATIONS]\n"
+    generated_project(root, "bench", graph, dict.fromkeys(graph, check), config=config)
 
 
 def run_batch(graph: dict[str, list[str]], seconds: dict[str, float], lanes: int) -> float:

@@ -21,10 +21,8 @@ ran lanes x (lanes + 1) / 2).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
+from benchmarks.generate import bench_git, write_project  # noqa: E402
 from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
 from imm_action.integrate.store import StateStore  # noqa: E402
@@ -41,35 +41,17 @@ from imm_action.lanes.outcome import publish_outcome  # noqa: E402
 from imm_action.model.outcome import OUTCOME_CONTRACT, LaneOutcome  # noqa: E402
 from imm_action.passes.driver import PassResult, reconcile  # noqa: E402
 
-GIT_ENV = {
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@example.com",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@example.com",
-    "GIT_AUTHOR_DATE": "1700000000 +0000",
-    "GIT_COMMITTER_DATE": "1700000000 +0000",
-}
-
 
 def git(repo: Path, *args: str, index: str | None = None, stdin: str | None = None) -> str:
-    env = {**os.environ, **GIT_ENV, **({"GIT_INDEX_FILE": index} if index else {})}
-    return subprocess.run(
-        ["git", *args], cwd=repo, env=env, input=stdin, check=True, capture_output=True, text=True
-    ).stdout.strip()
+    return bench_git(repo, *args, index=index, stdin=stdin).strip()
 
 
 def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setup) -> None:
-    (root / "docs/plans").mkdir(parents=True)
-    (root / "docs/initiatives").mkdir(parents=True)
-    (root / ".github").mkdir()
     config = f"max_parallel: {len(tasks)}\n" + (
         f"verify_parallel: {parallel}\n" if parallel else ""
     )
-    (root / ".github/imm.yml").write_text(config)
-    lines = ["# bench", ""]
+    checks = {}
     for task in tasks:
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         # each run logs which lanes' files its tree holds: that names the candidate
         script = f"sleep {setup.seconds}; echo $(ls t*.txt) >> {setup.runs}; "
         if setup.shared:  # one check for the whole project: it fails on the failing lane's file
@@ -77,20 +59,8 @@ def make_project(root: Path, tasks: list[str], parallel: int | None, setup: Setu
         else:
             # the task's name makes each descriptor its own (identical ones run once per tree)
             script += f"exit {1 if task == setup.failing else 0}  # the check of {task}"
-        verification = json.dumps({
-            "contract": "assurance_kernel/verification_descriptor/v2",
-            "command": {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000},
-        })  # fmt: skip
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
-            "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
-        }  # fmt: skip
-        (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))
-    (root / "docs/initiatives/bench.md").write_text("\n".join(lines) + "\n")
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "bench")
+        checks[task] = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000}
+    write_project(root, "bench", {task: [] for task in tasks}, checks, config=config)
 
 
 def one_pass(repo: Path) -> PassResult:
