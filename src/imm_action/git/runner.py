@@ -6,7 +6,7 @@ import contextlib
 import os
 import re
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -145,12 +145,10 @@ class GitRunner:
         *,
         umask: int = -1,
     ) -> GitResult:
-        remote = _remote_command(args)
-        # the header reaches a network command from a 0600 file, never its environment
-        with _auth_args(remote) as auth:
+        with _git_argv(args) as argv:
             try:
                 done = subprocess.run(
-                    ["git", *_SAFE_CONFIG, *auth, *args],
+                    argv,
                     cwd=self.repo,
                     input=input_text,
                     capture_output=True,
@@ -163,7 +161,7 @@ class GitRunner:
                     umask=umask,
                 )
             except subprocess.TimeoutExpired as expired:
-                kind = GitRetriable if remote else GitFatal
+                kind = GitRetriable if _remote_command(args) else GitFatal
                 raise kind(args, None, _text(expired.stderr)) from None
             except FileNotFoundError as missing:
                 raise GitFatal(args, None, f"cannot run git: {missing}") from None
@@ -191,11 +189,10 @@ class GitRunner:
         stdin: BinaryIO | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """`git <args>` run to its end, its output kept as bytes; a failure raised as git's."""
-        remote = _remote_command(args)
-        with _auth_args(remote) as auth:
+        with _git_argv(args) as argv:
             try:
                 done = subprocess.run(
-                    ["git", *_SAFE_CONFIG, *auth, *args],
+                    argv,
                     cwd=self.repo,
                     input=data,
                     stdin=stdin,
@@ -272,9 +269,16 @@ def classify(args: Sequence[str], returncode: int, stderr: str) -> GitError:
     return GitFatal(args, returncode, stderr)
 
 
-def _auth_args(remote: bool) -> contextlib.AbstractContextManager[list[str]]:
-    """The arguments giving a network command the token (credentials.py); none otherwise."""
-    return credentials.git_config_file() if remote else contextlib.nullcontext([])
+@contextlib.contextmanager
+def _git_argv(args: Sequence[str]) -> Iterator[list[str]]:
+    """`git <args>` with imm's safe config; a network command also gets the token's header,
+    from a 0600 file that lives as long as the block, never from its environment
+    (credentials.py)."""
+    if not _remote_command(args):
+        yield ["git", *_SAFE_CONFIG, *args]
+        return
+    with credentials.git_config_file() as auth:
+        yield ["git", *_SAFE_CONFIG, *auth, *args]
 
 
 def _remote_command(args: Sequence[str]) -> bool:
