@@ -4,41 +4,11 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.conftest import descriptor
 from tests.e2e.act_world import TOKEN, ActWorld
-
-ATTACK = """\
-import glob, json, os, pathlib, subprocess, sys
-evidence, targets = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2])
-if os.getuid() == 0:
-    # the lane job's run: that job holds no write token (ADR 0026), and under act it shares
-    # this host with the integrate job, which on GitHub it never does: attack there only
-    sys.exit(0)
-found = {"uid": os.getuid(), "read": "", "wrote": [], "processes": 0}
-for folder in glob.glob("/proc/[0-9]*"):
-    found["processes"] += 1
-    for name in ("environ", "cmdline"):
-        try:
-            found["read"] += pathlib.Path(folder, name).read_bytes().decode("latin-1")
-        except OSError:
-            pass
-for target in targets:
-    try:
-        with open(target, "a") as handle:
-            handle.write("[url \\"http://127.0.0.1:9/\\"]\\n\\tinsteadOf = https://github.com/\\n")
-        found["wrote"].append(target)
-    except OSError:
-        pass
-subprocess.Popen(["sleep", "299.75"], start_new_session=True)
-(evidence / f"found-{os.getuid()}.json").write_text(json.dumps(found))
-"""
+from tests.isolation_probe import PROBE, findings
 
 # the project's tests need pytest, which only check_setup installs
 SETUP = (
@@ -54,18 +24,10 @@ def test_b_names_itself():
 """
 
 
-@pytest.fixture
-def evidence() -> Iterator[Path]:
-    """Where the attack writes what it found: open to the check user."""
-    folder = Path(tempfile.mkdtemp(prefix="imm-e2e-evidence-"))
-    folder.chmod(0o777)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_once(
-    world: ActWorld, evidence: Path
+    world: ActWorld, open_dir: Path
 ) -> None:
+    evidence = open_dir  # where the probe writes what it found: open to the check user
     targets = [str(world.root / "gitconfig"), str(world.home / ".gitconfig")]
     checks = {
         "a": descriptor(["a_attack.py", str(evidence), json.dumps(targets)]),
@@ -74,7 +36,7 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
         ),
     }
     world.behaviour = {"a": "attack"}
-    files = {"tools/attack.py": ATTACK, "test_b.py": TEST_B}
+    files = {"tools/attack.py": PROBE, "test_b.py": TEST_B}
     world.create({"a": [], "b": []}, "guard", checks=checks, config=SETUP, files=files)
     before = {target: Path(target).read_bytes() for target in targets if Path(target).exists()}
     world.dispatch({"initiative": "guard"})
@@ -84,7 +46,7 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
     for run in runs:  # each integrate job: isolated, and setup once before its first check
         assert "integration checks run as user imm-check" in run.log
         assert run.log.count("check_setup passed") == 1
-    [found] = [json.loads(path.read_text()) for path in evidence.glob("found-*.json")]
+    found = findings(evidence)
     assert found["uid"] != 0  # the integrate job ran it as the check user
     assert TOKEN not in found["read"]
     assert found["processes"] <= 3  # its own namespace

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,38 +16,11 @@ import pytest
 from imm_action.verify.isolation import check_user
 from tests.batch_helpers import current, make_project, work
 from tests.conftest import descriptor
+from tests.isolation_probe import PROBE, SLEEPER, findings, running
 
 pytestmark = pytest.mark.skipif(check_user() is None, reason="needs root or passwordless sudo")
 
 TOKEN = "ghs_" + "Q" * 36  # what imm holds: never in anything a check can read
-
-ATTACK = textwrap.dedent(
-    """\
-    import glob, json, os, pathlib, subprocess, sys
-    evidence, targets = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2])
-    found = {"uid": os.getuid(), "processes": [], "read": "", "wrote": [], "pushed": False}
-    for folder in glob.glob("/proc/[0-9]*"):
-        found["processes"].append(folder)
-        for name in ("environ", "cmdline"):
-            try:
-                found["read"] += pathlib.Path(folder, name).read_bytes().decode("latin-1")
-            except OSError:
-                pass
-    for target in targets:
-        try:
-            with open(target, "a") as handle:
-                handle.write("[url \\"evil\\"]\\n\\tinsteadOf = https://\\n")
-            found["wrote"].append(target)
-        except OSError:
-            pass
-    daemon = subprocess.Popen(["sleep", "299.25"], start_new_session=True)
-    found["daemon"] = daemon.pid
-    push = subprocess.run(["git", "push", "--quiet", targets[-1], "HEAD:refs/heads/evil"],
-                          capture_output=True)
-    found["pushed"] = push.returncode == 0
-    (evidence / "found.json").write_text(json.dumps(found))
-    """
-)
 
 
 def _imm(repo: Path, home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -59,18 +31,6 @@ def _imm(repo: Path, home: Path, *args: str, **env: str) -> subprocess.Completed
         env={**os.environ, "HOME": str(home), "GITHUB_TOKEN": TOKEN, "IMM_TOKEN": TOKEN, **env},
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-
-
-def _running(cmdline: str) -> list[str]:
-    """The processes whose command line is `cmdline` (arguments joined by NUL), by /proc."""
-    running = []
-    for path in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if path.read_bytes().rstrip(b"\0").decode(errors="replace") == cmdline:
-                running.append(path.parent.name)
-        except OSError:
-            continue
-    return running
 
 
 def _attacked_project(open_dir: Path) -> tuple[Path, Path, Path, list[str]]:
@@ -86,8 +46,9 @@ def _attacked_project(open_dir: Path) -> tuple[Path, Path, Path, list[str]]:
         file.write_text("")
     repo = open_dir / "repo"
     targets = [str(home / ".gitconfig"), str(repo / ".git" / "config"), str(github_env),
-               str(github_path), str(Path(sys.prefix) / "bin" / "activate"), str(repo)]  # fmt: skip
-    check = descriptor(["attack.py", str(evidence), json.dumps(targets)])
+               str(github_path), str(Path(sys.prefix) / "bin" / "activate")]  # fmt: skip
+    # it pushes to the repository itself: the only remote a check could find
+    check = descriptor(["attack.py", str(evidence), json.dumps(targets), str(repo)])
     make_project(repo, {"a": []}, checks={"a": check}, scopes={"a": ["a.txt", "attack.py"]})
     for folder in (open_dir, repo):
         folder.chmod(0o755)
@@ -100,30 +61,29 @@ def test_a_lanes_check_at_integration_finds_no_token_and_changes_nothing_imm_use
     repo, home, evidence, targets = _attacked_project(open_dir)
     admitted = _imm(repo, home, "reconcile", "init", "--admit")
     assert admitted.returncode == 0, admitted.stderr
-    before = {target: Path(target).read_bytes() for target in targets[:-1]}
-    work(repo, "a", {"a.txt": "a\n", "attack.py": ATTACK})
+    before = {target: Path(target).read_bytes() for target in targets}
+    work(repo, "a", {"a.txt": "a\n", "attack.py": PROBE})
     landed = _imm(repo, home, "reconcile", "init")
     assert "integration checks run as user imm-check" in landed.stderr
     assert landed.returncode == 0, landed.stderr
-    found = json.loads((evidence / "found.json").read_text())
+    found = findings(evidence)
     assert found["uid"] != os.getuid()
     assert TOKEN not in found["read"]
     assert found["wrote"] == []
     assert not found["pushed"]
     for target, content in before.items():
         assert Path(target).read_bytes() == content, target
-    assert _running("sleep\0" + "299.25") == []  # the namespace ended with the check
+    assert running(SLEEPER) == []  # the namespace ended with the check
     assert [c.state for c in current(repo).state.children] == ["integrated"]
 
 
 def test_an_isolated_check_sees_no_process_but_its_own(open_dir: Path) -> None:
     repo, home, evidence, _ = _attacked_project(open_dir)
     assert _imm(repo, home, "reconcile", "init", "--admit").returncode == 0
-    work(repo, "a", {"a.txt": "a\n", "attack.py": ATTACK})
+    work(repo, "a", {"a.txt": "a\n", "attack.py": PROBE})
     assert _imm(repo, home, "reconcile", "init").returncode == 0
-    found = json.loads((evidence / "found.json").read_text())
     # its own namespace: the check, its glob and git's children, nothing of imm's
-    assert len(found["processes"]) <= 3
+    assert findings(evidence)["processes"] <= 3
 
 
 def test_a_pass_holding_a_credential_without_isolation_is_refused_naming_the_fix(
