@@ -38,7 +38,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.generate import bench_git as git  # noqa: E402  (big_repo.py uses it too)
+from benchmarks.generate import scratch_with_repo  # noqa: E402
 from benchmarks.generate import write_project as generated_project  # noqa: E402
 from benchmarks.makespan import ideal_list_schedule  # noqa: E402
 
@@ -150,14 +150,8 @@ def run_one(
 ) -> dict[str, float]:
     graph = make_dag(tasks)
     durations = dict.fromkeys(graph, seconds)
-    scratch = Path(tempfile.mkdtemp(prefix="imm-scaling-"))
+    scratch, repo, checks = scratch_with_repo("imm-scaling-", "checks.txt")
     try:
-        repo = scratch / "repo"
-        repo.mkdir()
-        checks = scratch / "checks.txt"
-        checks.touch(mode=0o666)  # checks may run as another user (ADR 0031)
-        checks.chmod(0o666)
-        scratch.chmod(0o755)
         write_project(repo, graph, lanes, checks if own_checks else None)
         times = scratch / "times.txt"
         times.touch()

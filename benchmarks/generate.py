@@ -6,6 +6,7 @@ import json
 import os
 import random
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,3 +155,16 @@ def bench_git(root: Path, *args: str, index: str | None = None, stdin: str | Non
     return subprocess.run(
         ["git", *args], cwd=root, env=env, input=stdin, check=True, capture_output=True, text=True
     ).stdout
+
+
+def scratch_with_repo(prefix: str, log: str) -> tuple[Path, Path, Path]:
+    """A fresh scratch folder, its empty `repo/`, and the file `log` in it where checks write
+    (open to every user: integration checks may run as another, ADR 0031)."""
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    scratch.chmod(0o755)
+    repo = scratch / "repo"
+    repo.mkdir()
+    written = scratch / log
+    written.touch()
+    written.chmod(0o666)
+    return scratch, repo, written

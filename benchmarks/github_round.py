@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.generate import write_project  # noqa: E402
+from benchmarks.generate import scratch_with_repo, write_project  # noqa: E402
 from benchmarks.speculative_verification import lanes_ready  # noqa: E402
 from imm_action.batches.repo import open_batch_repo  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
@@ -104,14 +104,8 @@ def imm(src: Path, repo: Path, *args: str) -> dict[str, object]:
 
 
 def measure(src: Path, spec: Round) -> Figures:
-    scratch = Path(tempfile.mkdtemp(prefix="imm-round-"))
+    scratch, repo, runs = scratch_with_repo("imm-round-", "runs.txt")
     try:
-        repo = scratch / "repo"
-        repo.mkdir()
-        runs = scratch / "runs.txt"
-        runs.touch(mode=0o666)  # checks may run as another user (ADR 0031)
-        runs.chmod(0o666)
-        scratch.chmod(0o755)
         tasks = make_project(repo, spec, runs)
         imm(src, repo, "reconcile", "round", "--admit")
         lanes_ready(repo, tasks, slug="round")

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.generate import bench_git, write_project  # noqa: E402
+from benchmarks.generate import bench_git, scratch_with_repo, write_project  # noqa: E402
 from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
 from imm_action.integrate.store import StateStore  # noqa: E402
@@ -107,14 +107,8 @@ def measure(
     lanes: int, parallel: int | None, seconds: float, failing: str | None, shared: bool
 ) -> tuple[float, str, list[str], list[str]]:
     tasks = [f"t{index}" for index in range(lanes)]
-    scratch = Path(tempfile.mkdtemp(prefix="imm-speculative-"))
+    scratch, repo, runs = scratch_with_repo("imm-speculative-", "runs.txt")
     try:
-        repo = scratch / "repo"
-        repo.mkdir()
-        runs = scratch / "runs.txt"
-        runs.touch(mode=0o666)  # checks may run as another user (ADR 0031)
-        runs.chmod(0o666)
-        scratch.chmod(0o755)
         make_project(repo, tasks, parallel, Setup(seconds, failing, runs, shared))
         assert len(one_pass(repo).admitted) == lanes
         lanes_ready(repo, tasks)
