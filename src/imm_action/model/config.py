@@ -69,6 +69,9 @@ class CommitterConfig(_ConfigModel):
     email: PersonEmail
 
 
+IntegrationIsolation = Literal["auto", "user", "none"]  # decision 0031
+
+
 class RepoConfig(_ConfigModel):
     max_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] = DEFAULT_MAX_PARALLEL
     executor: CommandLine | None = None
@@ -100,7 +103,7 @@ class RepoConfig(_ConfigModel):
     # runs them as another user where imm can become one (root, passwordless sudo), `user`
     # insists on it, `none` runs them as imm's own user — refused otherwise while imm holds a
     # token, since a check runs code a lane wrote.
-    integration_isolation: Literal["auto", "user", "none"] = "auto"
+    integration_isolation: IntegrationIsolation = "auto"
     # Prepares the environment integration checks run in, once per job or `imm run`, before
     # any check, in the same isolation, in a checkout of the base (decision 0032). What it
     # installs into $HOME (a venv at $HOME/.venv, `pip install --user`) is on the checks' PATH,

@@ -24,12 +24,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from imm_action.errors import UsageError
+from imm_action.model.config import IntegrationIsolation
 
 CHECK_USER = "imm-check"
-IsolationMode = Literal["auto", "user", "none"]
 _TIMEOUT_S = 60.0
 
 
@@ -125,12 +124,8 @@ class Isolation:
     user: CheckUser | None
     why: str
 
-    @property
-    def isolated(self) -> bool:
-        return self.user is not None
 
-
-def choose_isolation(mode: IsolationMode, *, holds_token: bool) -> Isolation:
+def choose_isolation(mode: IntegrationIsolation, *, holds_token: bool) -> Isolation:
     """`auto`: another user where imm can become one; `user`: that or an error; `none`: never.
     Without isolation, checks must not run while imm holds a token, unless the config says
     `none` (SPEC §8)."""
