@@ -3,8 +3,8 @@
 `python3 <probe> EVIDENCE TARGETS [REMOTE]`, run by a lane's own check:
 - reads every `/proc/*/environ` and `/proc/*/cmdline` it can, and counts the processes it sees;
 - appends a git `insteadOf` rule to every file TARGETS (a JSON list) names;
-- leaves a `setsid` sleeper behind (`sleep 299.25`: found by its command line, since a pid
-  inside a PID namespace means nothing outside it);
+- leaves a `setsid` sleeper behind (`sleep 299.25`: found by its command line with
+  `running_with`, since a pid inside a PID namespace means nothing outside it);
 - pushes to REMOTE, when given, with whatever credential git finds;
 - writes what it found to `EVIDENCE/found-<uid>.json`, a folder any user may write.
 Run as root it does nothing: that is a lane job's run of the check (it holds no write token,
@@ -44,7 +44,7 @@ if remote:
     found["pushed"] = push.returncode == 0
 (evidence / f"found-{os.getuid()}.json").write_text(json.dumps(found))
 """
-SLEEPER = "sleep\0299.25"  # the command line the sleeper it leaves runs with
+SLEEPER = b"sleep\0299.25"  # the command line the sleeper it leaves runs with
 
 
 def findings(evidence: Path) -> dict[str, Any]:
@@ -54,13 +54,13 @@ def findings(evidence: Path) -> dict[str, Any]:
     return result
 
 
-def running(cmdline: str) -> list[str]:
-    """The processes whose command line is `cmdline` (arguments joined by NUL), by /proc."""
+def running_with(marker: bytes) -> list[str]:
+    """The processes whose command line (arguments joined by NUL) holds `marker`, by /proc."""
     pids = []
-    for path in Path("/proc").glob("[0-9]*/cmdline"):
+    for proc in Path("/proc").iterdir():
         try:
-            if path.read_bytes().rstrip(b"\0").decode(errors="replace") == cmdline:
-                pids.append(path.parent.name)
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes():
+                pids.append(proc.name)
         except OSError:
             continue
     return pids

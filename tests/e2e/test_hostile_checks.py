@@ -16,25 +16,12 @@ import base64
 import json
 import os
 import pwd
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.attack_executor import PROBE
 from tests.conftest import descriptor
 from tests.e2e.act_world import TOKEN, ActWorld
-
-
-@pytest.fixture
-def probe_out() -> Iterator[Path]:
-    """Where the probe writes what it found: open to the check user (pytest's folders are not)."""
-    folder = Path(tempfile.mkdtemp(prefix="imm-test-probe-"))
-    folder.chmod(0o777)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+from tests.isolation_probe import running_with
 
 
 def _targets(world: ActWorld) -> list[dict[str, str]]:
@@ -53,13 +40,13 @@ def _targets(world: ActWorld) -> list[dict[str, str]]:
 
 
 def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_job_uses(
-    world: ActWorld, probe_out: Path
+    world: ActWorld, open_dir: Path
 ) -> None:
     world.behaviour["a"] = "attack"  # copies tools/attack.py to a_attack.py, in its scope
-    (probe_out / "attack.json").write_text(json.dumps({"targets": _targets(world)}))
+    (open_dir / "attack.json").write_text(json.dumps({"targets": _targets(world)}))
     world.create(
         {"a": [], "b": []}, "shop", checks={"a": descriptor(["a_attack.py"])},
-        files={"tools/attack.py": PROBE.format(out=str(probe_out))},
+        files={"tools/attack.py": PROBE.format(out=str(open_dir))},
     )  # fmt: skip
     world.dispatch({"initiative": "shop"})
     runs = world.run_dispatches()
@@ -73,13 +60,13 @@ def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_j
     assert sorted(pushed.split()) == ["refs/heads/imm/shop", "refs/heads/main"]
 
     uid = pwd.getpwnam("imm-check").pw_uid
-    found = sorted(probe_out.glob(f"collected-{uid}-*"))
+    found = sorted(open_dir.glob(f"collected-{uid}-*"))
     assert found, "the probe never ran at integration as the check user"
     basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     for run in found:
         assert TOKEN.encode() not in run.read_bytes()
         assert basic.encode() not in run.read_bytes()
-    for run in probe_out.glob(f"tried-{uid}-*"):
+    for run in open_dir.glob(f"tried-{uid}-*"):
         tried = json.loads(run.read_text())
         explicit = [t["path"] for t in _targets(world) if "path" in t]
         assert {path: tried.get(path) for path in explicit} == dict.fromkeys(
@@ -88,7 +75,7 @@ def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_j
         assert "wrote" not in tried.values()
     # the targets are real: the runs in lane jobs (act's user, not isolated) found and wrote them
     in_lanes: dict[str, str] = {}
-    for run in probe_out.glob(f"tried-{os.getuid()}-*"):
+    for run in open_dir.glob(f"tried-{os.getuid()}-*"):
         in_lanes.update(json.loads(run.read_text()))
     for kind in ("/workflow/envs.txt", "/workflow/pathcmd.txt", "/pyvenv.cfg", "/.git/config"):
         assert any(kind in path and did == "wrote" for path, did in in_lanes.items()), kind
@@ -99,15 +86,4 @@ def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_j
             written += [Path(p) for p in sorted(Path("/").glob(target["glob"].lstrip("/")))]
     marks = (f"imm-probe-{uid}", f"IMM_PROBE_{uid}")
     assert [p for p in written if p.exists() and any(m in p.read_text() for m in marks)] == []
-    assert not _running_with(f"left-by-{probe_out}".encode())
-
-
-def _running_with(marker: bytes) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes():
-                found.append(proc.name)
-        except OSError:
-            continue
-    return found
+    assert not running_with(f"left-by-{open_dir}".encode())

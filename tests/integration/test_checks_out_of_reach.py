@@ -12,9 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ import pytest
 from tests.batch_helpers import current, make_project
 from tests.conftest import descriptor, git
 from tests.git_http_remote import GitHttpRemote, auth_header
+from tests.isolation_probe import running_with
 
 HOST_TOKEN = "ghs_" + "H" * 36
 ATTACKER = shlex.join(
@@ -29,27 +28,16 @@ ATTACKER = shlex.join(
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_probe_output_left() -> Iterator[None]:
-    before = set(Path(tempfile.gettempdir()).glob("imm-test-probe-*"))
-    yield
-    for folder in set(Path(tempfile.gettempdir()).glob("imm-test-probe-*")) - before:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _spied_run(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path, int]:
-    """`imm run` of `spy` (its check runs the probe) and `plain`, with `env` added; the repository,
-    the probe's output folder and the pid of `imm run`."""
+def _spied_run(tmp_path: Path, out: Path, env: dict[str, str]) -> tuple[Path, Path, int]:
+    """`imm run` of `spy` (its check runs the probe, writing into `out`: a folder any user can
+    reach, since an integration check may run as another user, ADR 0031) and `plain`, with
+    `env` added; the repository, `out` and the pid of `imm run`."""
     repo = make_project(
         tmp_path / "r",
         {"spy": [], "plain": []},
         scopes={"spy": ["spy.txt", "probe.py"]},
         checks={"spy": descriptor(["probe.py"])},
     )
-    # where the probe writes what it found: a folder any user can reach, since an integration
-    # check may run as another user (ADR 0031) and pytest's temp folders are root's alone
-    out = Path(tempfile.mkdtemp(prefix="imm-test-probe-"))
-    out.chmod(0o777)
     (out / "attack.json").write_text(json.dumps({"targets": []}))
     argv = [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo)]
     process = subprocess.Popen(
@@ -65,7 +53,7 @@ def _spied_run(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path, int]:
 
 
 def test_a_lanes_check_finds_no_token_imm_run_was_given_by_hand_in_any_process(
-    tmp_path: Path,
+    tmp_path: Path, open_dir: Path
 ) -> None:
     """`imm run` by hand, with tokens in its environment: the lane's own check (not isolated,
     as root here) and the integrator's read every /proc environ and cmdline they can."""
@@ -73,7 +61,7 @@ def test_a_lanes_check_finds_no_token_imm_run_was_given_by_hand_in_any_process(
         "GITHUB_TOKEN", "IMM_TOKEN", "GH_TOKEN", "INPUT_GITHUB_TOKEN",
     )}  # fmt: skip
     canary = f"canary-{uuid.uuid4().hex}"  # no secret: proves the probe read imm's processes
-    repo, out, imm_pid = _spied_run(tmp_path, {**secrets, "IMM_CANARY": canary})
+    repo, out, imm_pid = _spied_run(tmp_path, open_dir, {**secrets, "IMM_CANARY": canary})
     assert {c.task_id: str(c.state) for c in current(repo).state.children} == {
         "spy": "integrated",
         "plain": "integrated",
@@ -93,22 +81,10 @@ def test_a_lanes_check_finds_no_token_imm_run_was_given_by_hand_in_any_process(
         assert canary.encode() in everything
 
 
-def test_no_process_a_lanes_check_leaves_outlives_imm_run(tmp_path: Path) -> None:
-    _, out, _ = _spied_run(tmp_path, {})
+def test_no_process_a_lanes_check_leaves_outlives_imm_run(tmp_path: Path, open_dir: Path) -> None:
+    _, out, _ = _spied_run(tmp_path, open_dir, {})
     assert len(list(out.glob("left-*"))) >= 2  # the lane's own check, the integrator's
-    assert not _running_with(f"left-by-{out}".encode())
-
-
-def _running_with(marker: bytes) -> list[str]:
-    """The processes (not yet reaped zombies aside) whose command line holds `marker`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if marker in (proc / "cmdline").read_bytes():
-                found.append(proc.name)
-        except OSError:
-            continue
-    return found
+    assert not running_with(f"left-by-{out}".encode())
 
 
 @pytest.mark.parametrize("name", ["GITHUB_TOKEN", "IMM_TOKEN", "INPUT_GITHUB_TOKEN"])

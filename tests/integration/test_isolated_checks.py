@@ -16,7 +16,7 @@ import pytest
 from imm_action.verify.isolation import check_user
 from tests.batch_helpers import current, make_project, work
 from tests.conftest import descriptor
-from tests.isolation_probe import PROBE, SLEEPER, findings, running
+from tests.isolation_probe import PROBE, SLEEPER, findings, running_with
 
 pytestmark = pytest.mark.skipif(check_user() is None, reason="needs root or passwordless sudo")
 
@@ -73,7 +73,7 @@ def test_a_lanes_check_at_integration_finds_no_token_and_changes_nothing_imm_use
     assert not found["pushed"]
     for target, content in before.items():
         assert Path(target).read_bytes() == content, target
-    assert running(SLEEPER) == []  # the namespace ended with the check
+    assert running_with(SLEEPER) == []  # the namespace ended with the check
     assert [c.state for c in current(repo).state.children] == ["integrated"]
 
 
