@@ -47,7 +47,7 @@ from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.text import LineReader, clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
-from imm_action.verify.contain import end, start_contained
+from imm_action.verify.contain import end, start_contained, wait_contained
 from imm_action.verify.failures import check_failures, command_text
 from imm_action.verify.trees import PROMPT_FILE, CheckoutTree, checked_out
 
@@ -267,15 +267,12 @@ class _Lane:
             tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
             copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
             copier.start()
-            timed_out = False
             try:
-                code = process.wait(timeout=self.spec.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                code = None
+                code = wait_contained(process, self.spec.timeout_s)
             finally:
                 end(process)  # the reaper ends every process the command started
                 copier.join(timeout=5)
+            timed_out = code is None
         if code == 0 and not timed_out:
             return None
         return self._failed(

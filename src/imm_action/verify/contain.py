@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
@@ -54,6 +56,31 @@ def start_contained(
         start_new_session=True,
         close_fds=True,
     )
+
+
+def wait_contained(process: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+    """The command's exit code once it ended, None when `timeout_s` passed first. Woken the
+    moment it ends (a pidfd): `Popen.wait(timeout)` polls, up to 50 ms late each time, and a
+    lane's end is on every dependency hop's path."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: Popen's own polling
+        try:
+            return process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout_s
+        while process.poll() is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            poller.poll(max(1, int(remaining * 1000)))
+    finally:
+        os.close(pidfd)
+    return process.returncode
 
 
 def end(process: subprocess.Popen[bytes], grace_s: float = END_GRACE_S) -> int:
