@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,11 +106,24 @@ def load_config_at(repo: Path, commit: str, relative: str | None = None) -> Load
     the config of its batch's plan commit (ADR 0034): not the user's working tree, not a lane
     base a lane may have changed — what the batch was planned with runs its lanes."""
     relative = relative or config_path()
+    key = (str(repo), commit, relative)
+    known = _CONFIGS_AT.get(key)
+    if known is not None:
+        return known
     git = GitRepo(repo)
     try:
-        return _config_of(_committed_config_bytes(git, commit, relative), relative)
+        loaded = _config_of(_committed_config_bytes(git, commit, relative), relative)
     finally:
         git.close()
+    if _OBJECT_ID.fullmatch(commit):  # what a commit holds never changes; a branch's does
+        _CONFIGS_AT[key] = loaded
+    return loaded
+
+
+# Configs read at a commit, by (repository, commit id, path): `imm run` reads the batch's
+# before it forks its lanes, so that no lane parses it again.
+_CONFIGS_AT: dict[tuple[str, str, str], LoadedConfig] = {}
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _committed_config_bytes(repo: GitRepo, commit: str, relative: str) -> bytes | None:

@@ -135,3 +135,18 @@ def test_the_config_of_a_commit_is_read_from_the_commit_under_the_working_trees_
     linked = git(repo, "rev-parse", "HEAD").strip()
     with pytest.raises(InputError, match=r"\.github is a symbolic link; its target is not read"):
         load_config_at(repo, linked)
+
+
+def test_the_config_read_at_a_branch_follows_the_branch_and_at_a_commit_stays(
+    tmp_path: Path,
+) -> None:
+    repo = make_project(
+        tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": "max_parallel: 3\n"}
+    )
+    first = git(repo, "rev-parse", "HEAD").strip()
+    assert load_config_at(repo, "HEAD").config.max_parallel == 3
+    assert load_config_at(repo, first).config.max_parallel == 3
+    (repo / ".github/imm.yml").write_text("max_parallel: 5\n")
+    git(repo, "commit", "-qam", "more lanes")
+    assert load_config_at(repo, "HEAD").config.max_parallel == 5  # read again, not remembered
+    assert load_config_at(repo, first).config.max_parallel == 3

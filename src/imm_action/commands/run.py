@@ -26,7 +26,7 @@ from imm_action.errors import (
 from imm_action.integrate.store import StateStore
 from imm_action.lanes.local import ForkedLane, LaneLauncher, LaneProcess, can_fork
 from imm_action.local.coordinator import Coordinator, RunOptions
-from imm_action.local.progress import LiveProgress, PlainProgress
+from imm_action.local.progress import PlainProgress, Progress
 from imm_action.model.state import BatchState
 from imm_action.ports import Ports
 from imm_action.render import NextCommand
@@ -52,7 +52,7 @@ def run(args: RunArgs, ports: Ports) -> int:
     # still being opened ends the same way as one during the lanes, with the command to resume.
     coordinator: Coordinator | None = None
     batch_repo: BatchRepo | None = None
-    progress: LiveProgress | PlainProgress | None = None
+    progress: Progress | None = None
     try:
         with _sigterm_as_interrupt():
             batch_repo = with_overrides(
@@ -86,7 +86,7 @@ def run(args: RunArgs, ports: Ports) -> int:
 
 def _coordinator(
     args: RunArgs, io: CommandIO, batch_repo: BatchRepo
-) -> tuple[Coordinator, LiveProgress | PlainProgress]:
+) -> tuple[Coordinator, Progress]:
     note = uncommitted_note(batch_repo.root)
     if note is not None:
         io.warn(note)
@@ -97,7 +97,11 @@ def _coordinator(
         args.slug, executor, args.max_parallel, args.batch_id, args.environment, args.fresh
     )
     live = io.err.isatty() and not args.json
-    progress = LiveProgress(io.err) if live else PlainProgress(io.err)
+    progress: Progress = PlainProgress(io.err)
+    if live:
+        from imm_action.local.live import LiveProgress  # rich: imported on a terminal only
+
+        progress = LiveProgress(io.err)
     return Coordinator(batch_repo, options, progress, _launcher(batch_repo, options)), progress
 
 
@@ -135,7 +139,10 @@ def _launcher(batch_repo: BatchRepo, options: RunOptions) -> LaneLauncher:
 
     if can_fork():  # found once here, so that no forked lane asks git again
         batch_repo.repo.git_directory()
+        batch_repo.repo.common_directory()
         batch_repo.repo.objects_directory()
+        # imported once here, not again in every forked lane (~12 ms on a lane's start)
+        from imm_action.commands import lane  # noqa: F401
 
     def launch(batch_id: str, task_id: str, log: Path) -> LaneProcess:
         if can_fork():

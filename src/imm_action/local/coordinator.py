@@ -7,6 +7,7 @@ handed in (`LaneLauncher`): the coordinator knows no command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
 from imm_action.batches.repo import BatchRepo, PlanMemo, check_place, pass_ports, pass_request
+from imm_action.errors import ImmError
+from imm_action.git import GitError
 from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
@@ -26,6 +29,7 @@ from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.verify.checks import ResultCache
 from imm_action.verify.trees import tidy_pool
+from imm_action.workspace import load_config_at
 
 POLL_S = 0.02
 STATE_POLL_S = 0.5  # how often a waiting coordinator looks for other writers (imm cancel)
@@ -173,6 +177,11 @@ class Coordinator:
 
     def _start_admitted(self, result: PassResult) -> None:
         state = result.stored.state
+        if any(child.state is ChildState.LANE_ADMITTED for child in state.children):
+            # Lanes run with the config the batch was planned with (commands/lane.py): read
+            # once here, a forked lane finds it in the memo instead of parsing it again.
+            with contextlib.suppress(ImmError, GitError):
+                load_config_at(self.batch_repo.root, state.judged_at)
         self.lanes.start(
             [
                 LaneStart(state.batch_id, child.task_id, child.lane.runner)
