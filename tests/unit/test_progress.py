@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 from imm_action.local.coordinator import CoordinatorView
-from imm_action.local.progress import PlainProgress, render
+from imm_action.local.live import render
+from imm_action.local.progress import PlainProgress
 
 
 def test_plain_progress_prints_each_event_once_with_its_time() -> None:
