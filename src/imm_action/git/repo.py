@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from imm_action.git.errors import GitConflict, GitFatal
+from imm_action.git.ref_files import read_ref_files
 from imm_action.git.runner import GitRunner
 
 ZERO_OID = "0" * 40
@@ -225,6 +226,10 @@ class GitRepo:
         found: dict[str, str | None] = dict.fromkeys(wanted)
         if not wanted:
             return found
+        # the files themselves where git keeps them plainly (ref_files.py), else git
+        direct = read_ref_files(self.common_directory(), wanted)
+        if direct is not None:
+            return direct
         listing = self.git.output(["for-each-ref", "--format=%(objectname) %(refname)", *wanted])
         for line in listing.splitlines():
             oid, name = line.split(" ", 1)
