@@ -115,7 +115,9 @@ def _planned_config(batch_repo: BatchRepo, state: BatchRunState, lane: Lane) -> 
     never the user's working tree, never a lane's (ADR 0034). A lane job's shallow clone may
     not hold the plan's commit; its lane base then serves, whose config no lane of the batch
     could change (`lane_touches_plan`)."""
-    at = state.judged_at if batch_repo.repo.resolve(state.judged_at) else lane.base_head
+    # read through the object reader the lane reads its intent with: no process of its own
+    present = batch_repo.repo.commit_if_present(state.judged_at) is not None
+    at = state.judged_at if present else lane.base_head
     return load_config_at(batch_repo.root, at).config
 
 

@@ -173,16 +173,15 @@ class _Lane:
                 why = f"executor {failure_ending(executor)}"
                 return self._needs_human(why, qa_failures, findings, [executor])
             tree = self.lane_repo.snapshot()
-            changed = self.repo.changed_paths(spec.base_head, tree)
-            if not changed:
+            changes = changed_entries(self.repo, spec.base_head, tree)
+            if not changes:
                 empty = f"{REASON_EMPTY}: the executor changed nothing"
                 return self._needs_human(empty, qa_failures, findings)
-            outside = outside_scope(intent.scope_hint, changed)
+            outside = outside_scope(intent.scope_hint, [entry.path for entry in changes])
             if outside:
                 dirty = f"{REASON_OUTSIDE_SCOPE}: {listed(outside)}"
                 return self._needs_human(dirty, qa_failures, findings)
             # .git paths, gitlinks, links out of the repository (the integrator checks again)
-            changes = changed_entries(self.repo, spec.base_head, tree)
             links = tree_links(self.repo, tree, changes)
             refusal = lane_change_refusal(changes, ["**"], spec.plan_paths, links)
             if refusal is not None:
