@@ -131,3 +131,30 @@ def test_refs_of_a_linked_worktree_are_read_from_the_common_directory(tmp_path: 
     git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"))
     linked = GitRepo(tmp_path / "linked")
     assert linked.read_refs(["refs/imm/batches/b"]) == {"refs/imm/batches/b": old}
+
+
+def test_the_current_branch_is_read_from_head_and_is_none_when_detached(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    git(repo, "checkout", "-q", "-b", "feature/x")
+    assert GitRepo(repo).current_branch() == "feature/x"
+    git(repo, "checkout", "-q", "--detach")
+    assert GitRepo(repo).current_branch() is None
+
+
+def test_a_linked_worktree_has_its_own_current_branch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    main = GitRepo(repo).current_branch()
+    git(repo, "worktree", "add", "-q", "-b", "other", str(tmp_path / "linked"))
+    assert GitRepo(tmp_path / "linked").current_branch() == "other"
+    assert GitRepo(repo).current_branch() == main
+
+
+def test_a_branch_head_is_the_branch_else_what_the_name_names(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    first, second = _commits(repo)
+    git(repo, "update-ref", "refs/heads/base", second)
+    git(repo, "tag", "v1", first)
+    reader = GitRepo(repo)
+    assert reader.branch_head("base") == second
+    assert reader.branch_head("v1") == first  # no such branch: the name as git reads it
+    assert reader.branch_head("missing") is None

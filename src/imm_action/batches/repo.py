@@ -86,15 +86,10 @@ def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSourc
 
 def base_of(batch_repo: BatchRepo) -> tuple[str, str]:
     """The base branch (config `base_ref`, else the checked-out branch) and its head."""
-    base_ref = batch_repo.config.base_ref
-    if base_ref is None:
-        current = batch_repo.repo.git.run(
-            ["symbolic-ref", "--short", "-q", "HEAD"], ok_codes=(0, 1)
-        )
-        base_ref = current.stdout.strip()
-        if not base_ref:
-            raise UsageError("HEAD is detached: set base_ref in .github/imm.yml")
-    head = batch_repo.repo.resolve(f"refs/heads/{base_ref}") or batch_repo.repo.resolve(base_ref)
+    base_ref = batch_repo.config.base_ref or batch_repo.repo.current_branch()
+    if not base_ref:
+        raise UsageError("HEAD is detached: set base_ref in .github/imm.yml")
+    head = batch_repo.repo.branch_head(base_ref)
     if head is None:
         raise UsageError(f"base branch {base_ref!r} does not exist")
     return base_ref, head

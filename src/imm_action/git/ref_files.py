@@ -47,6 +47,21 @@ def read_ref_files(common_dir: Path, names: Sequence[str]) -> dict[str, str | No
     return found
 
 
+def read_head_branch(git_dir: Path, common_dir: Path) -> str | None:
+    """The full name of the branch a worktree's HEAD names (`ref: refs/heads/<name>`), or None
+    when git must answer (detached, reftable, anything else)."""
+    if (common_dir / "reftable").exists():
+        return None
+    try:
+        raw = (git_dir / "HEAD").read_bytes()
+    except OSError:
+        return None
+    target = raw.removeprefix(b"ref: ").removesuffix(b"\n").decode("utf-8", "replace")
+    if not raw.startswith(b"ref: refs/heads/") or not _plain(target):
+        return None
+    return target
+
+
 def _plain(name: str) -> bool:
     return (
         _PLAIN_NAME.fullmatch(name) is not None

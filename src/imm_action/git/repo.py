@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from imm_action.git.errors import GitConflict, GitFatal
-from imm_action.git.ref_files import read_ref_files
+from imm_action.git.ref_files import read_head_branch, read_ref_files
 from imm_action.git.runner import GitRunner
 
 ZERO_OID = "0" * 40
@@ -276,6 +276,22 @@ class GitRepo:
             message=message.rstrip("\n") + "\n",
             committer=Identity(committer_name, committer_email),
         )
+
+    def current_branch(self) -> str | None:
+        """The branch HEAD is on (`main`, not `refs/heads/main`); None when HEAD is detached."""
+        full = read_head_branch(self.git_directory(), self.common_directory())
+        if full is not None:
+            return full.removeprefix("refs/heads/")
+        found = self.git.run(["symbolic-ref", "--short", "-q", "HEAD"], ok_codes=(0, 1))
+        return found.stdout.strip() or None
+
+    def branch_head(self, branch: str) -> str | None:
+        """The commit `refs/heads/<branch>` points to, else the commit `branch` names."""
+        full = f"refs/heads/{branch}"
+        found = self.read_refs([full])[full]
+        if found is not None and self.commit_if_present(found) is not None:
+            return found
+        return self.resolve(full) or self.resolve(branch)
 
     def can_name(self, ref: str) -> bool:
         """Whether git accepts `ref` as a full ref name (`git check-ref-format`)."""
