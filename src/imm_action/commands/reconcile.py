@@ -57,6 +57,12 @@ DEFAULT_TOKEN_NOTE = (
     "workflow, so your CI does not run on the batch pull request. Pass a GitHub App token as "
     "the action's `github-token` for that._"
 )
+UNISOLATED_NOTE = (
+    "_Integration checks run as the runner's own user (`integration_isolation: none` in the "
+    "config): code a lane wrote, run by a check, can reach this job's token. Remove the "
+    "setting where imm can become another user (as root or with passwordless sudo, as on "
+    "GitHub's hosted runners)._"
+)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored
     if github is not None:
-        _report(github, batch_repo, stored, args)
+        _report(github, batch_repo, stored, args, unisolated=place.isolation.user is None)
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))
@@ -147,7 +153,12 @@ def _import_bundles(
 
 
 def _report(
-    github: GitHubReporting, batch_repo: BatchRepo, stored: StoredBatch, args: ReconcileArgs
+    github: GitHubReporting,
+    batch_repo: BatchRepo,
+    stored: StoredBatch,
+    args: ReconcileArgs,
+    *,
+    unisolated: bool,
 ) -> None:
     state = stored.state
     if stored.report is None:
@@ -155,8 +166,11 @@ def _report(
     branch = heads(state.branch)
     head = batch_repo.refs.read([branch])[branch] or state.base_head
     target = target_for(state, head, github.repository_url)
-    if github.default_token:
-        target = replace(target, footer=DEFAULT_TOKEN_NOTE)
+    notes = [DEFAULT_TOKEN_NOTE] if github.default_token else []
+    if unisolated:  # only under `integration_isolation: none`: a token refuses it otherwise
+        notes.append(UNISOLATED_NOTE)
+    if notes:
+        target = replace(target, footer="\n\n".join(notes))
     if batch_repo.config.close_integrated_issues and target.issue_number is not None:
         issues = batch_repo.initiatives.task_issues(state.initiative_slug)
         target = replace(target, close_integrated=True, task_issues=issues)
