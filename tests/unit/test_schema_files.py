@@ -8,6 +8,7 @@ import pytest
 
 from imm_action.commands.schema import schema_text
 from imm_action.model import SCHEMA_MODELS
+from tests.conftest import run_cli
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"
 
@@ -18,3 +19,14 @@ def test_committed_schema_matches_the_model(name: str) -> None:
     how = f"docs/schema/{name}.json is out of date; regenerate with: imm schema --write docs/schema"
     assert committed.is_file(), how
     assert committed.read_text(encoding="utf-8") == schema_text(name), how
+
+
+def test_schema_write_into_a_file_is_a_usage_error_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "config.json"
+    target.write_text("mine\n")
+    code, _, err = run_cli(capsys, "schema", "config", "--write", str(target))
+    assert code == 2
+    assert f"--write takes a folder: {target} is a file" in err
+    assert target.read_text() == "mine\n"
