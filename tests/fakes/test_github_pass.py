@@ -15,6 +15,7 @@ from imm_action.carriers.source import Initiatives
 from imm_action.commands import reconcile
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.verify.isolation import check_user
 from tests.batch_helpers import publish
 from tests.conftest import initiative_files, make_repo
 from tests.fake_github import FakeGitHub, Fault
@@ -30,10 +31,12 @@ def fake() -> Iterator[FakeGitHub]:
         yield github
 
 
-def _arrange(fake: FakeGitHub, tmp_path: Path, tasks: int) -> Path:
+def _arrange(fake: FakeGitHub, tmp_path: Path, tasks: int, config: str | None = None) -> Path:
     ids = [f"t{index:03d}" for index in range(tasks)]
     files = initiative_files("big", {task: [] for task in ids})
     del files["docs/initiatives/big.md"]  # carried by the GitHub issue instead
+    if config is not None:
+        files[".github/imm.yml"] = config
     repo = make_repo(tmp_path / "repo", files)
     parent = fake.add_tracker_initiative(REPO, "big")
     for task in ids:
@@ -118,3 +121,24 @@ def test_a_later_pass_reads_the_initiative_by_the_issue_number_the_batch_recorde
     before = len(fake.requests_to("POST", "/graphql"))
     _pass(fake, repo)
     assert len(fake.requests_to("POST", "/graphql")) - before == 1
+
+
+UNISOLATED = "Integration checks run as the runner's own user"
+
+
+def test_the_status_comment_says_checks_run_unisolated_under_integration_isolation_none(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    _pass(fake, _arrange(fake, tmp_path, 1, config="integration_isolation: none\n"))
+    (comment,) = fake.repo(REPO).comments.values()
+    assert UNISOLATED in comment["body"]
+    assert "integration_isolation: none" in comment["body"]
+
+
+@pytest.mark.skipif(check_user() is None, reason="needs root or passwordless sudo")
+def test_the_status_comment_says_nothing_of_isolation_when_checks_run_isolated(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    _pass(fake, _arrange(fake, tmp_path, 1))
+    (comment,) = fake.repo(REPO).comments.values()
+    assert UNISOLATED not in comment["body"]
