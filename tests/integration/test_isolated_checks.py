@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -144,3 +149,95 @@ def test_check_setup_runs_once_and_what_it_made_is_on_every_checks_path_read_onl
     assert landed.returncode == 0, landed.stderr
     assert landed.stderr.count("check_setup passed") == 1
     assert [c.state for c in current(repo).state.children] == ["integrated"] * 3
+
+
+SUDO_TESTER = "imm-sudo-tester"
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.chown(root, uid, gid)
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+
+
+def _interpreter_for(uid: int, gid: int, path: str) -> str | None:
+    """A Python of this version that `uid` can run with imm on PYTHONPATH: this one, or the
+    system's (a pyenv Python under root's 0700 home is out of another user's reach)."""
+    for candidate in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+        tried = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", candidate, "-c",
+             f"import sys, pydantic; sys.exit(sys.version_info[:2] != {sys.version_info[:2]})"],
+            env={"PYTHONPATH": path}, capture_output=True, check=False,
+        )  # fmt: skip
+        if tried.returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.fixture
+def sudo_runner() -> Iterator[tuple[int, int, Path]]:
+    """An ordinary user with passwordless sudo, as on GitHub's hosted runners: a user of its
+    own and a setuid stand-in for `sudo -n` (this machine has no sudo) in a folder only that
+    user can reach, removed after the test."""
+    if os.geteuid() != 0 or shutil.which("cc") is None:
+        pytest.skip("needs root and a C compiler to stand in for sudo")
+    if subprocess.run(["id", "-u", SUDO_TESTER], capture_output=True, check=False).returncode:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", SUDO_TESTER], check=True)  # fmt: skip
+    entry = pwd.getpwnam(SUDO_TESTER)
+    # apart from open_dir, which the test hands to that user (a chown drops the setuid bit)
+    tools = Path(tempfile.mkdtemp(prefix="imm-test-sudo-"))
+    tools.chmod(0o750)
+    os.chown(tools, 0, entry.pw_gid)
+    source = Path(__file__).resolve().parents[1] / "sudo_standin.c"
+    subprocess.run(["cc", "-O", "-o", str(tools / "sudo"), str(source)], check=True)
+    (tools / "sudo").chmod(0o4755)
+    try:
+        yield entry.pw_uid, entry.pw_gid, tools
+    finally:
+        shutil.rmtree(tools)
+
+
+def test_through_sudo_a_lanes_check_finds_no_token_and_changes_nothing_imm_uses(
+    open_dir: Path, sudo_runner: tuple[int, int, Path]
+) -> None:
+    uid, gid, tools = sudo_runner
+    repo, home, evidence, targets = _attacked_project(open_dir)
+    imm_path = f"{Path(__file__).resolve().parents[2] / 'src'}{os.pathsep}"
+    imm_path += sysconfig.get_paths()["purelib"]
+    python = _interpreter_for(uid, gid, imm_path)
+    if python is None:
+        pytest.skip("no Python of this version that another user can run")
+
+    def imm_as_runner(*args: str) -> subprocess.CompletedProcess[str]:
+        """`imm` as the ordinary user, holding a token as the integrate job's step does."""
+        _chown_tree(open_dir, uid, gid)
+        try:
+            return subprocess.run(
+                ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-m",
+                 "imm_action", *args, "--repo", str(repo)],
+                env={"PATH": f"{tools}{os.pathsep}/usr/bin{os.pathsep}/bin",
+                     "PYTHONPATH": imm_path, "HOME": str(home), "GITHUB_TOKEN": TOKEN,
+                     "IMM_TOKEN": TOKEN},
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+        finally:
+            _chown_tree(open_dir, 0, 0)  # the test's own git calls run as root
+
+    admitted = imm_as_runner("reconcile", "init", "--admit")
+    assert admitted.returncode == 0, admitted.stderr
+    before = {target: Path(target).read_bytes() for target in targets}
+    work(repo, "a", {"a.txt": "a\n", "attack.py": PROBE})
+    landed = imm_as_runner("reconcile", "init")
+    assert "integration checks run as user imm-check (through sudo)" in landed.stderr
+    assert landed.returncode == 0, landed.stderr
+    found = findings(evidence)
+    assert found["uid"] not in (uid, 0)
+    assert TOKEN not in found["read"]
+    assert found["wrote"] == []
+    assert not found["pushed"]
+    for target, content in before.items():
+        assert Path(target).read_bytes() == content, target
+    assert running_with(SLEEPER) == []
+    assert [c.state for c in current(repo).state.children] == ["integrated"]
