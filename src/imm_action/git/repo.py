@@ -11,11 +11,12 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from imm_action.git.errors import GitConflict, GitFatal
 from imm_action.git.ref_files import read_head_branch, read_ref_files
@@ -669,12 +670,34 @@ class GitRepo:
 
     @contextlib.contextmanager
     def refs_locked(self) -> Iterator[None]:
-        """Hold the repository's ref lock (all of imm's ref writers take it) and clear ref lock
-        files that killed writers left in imm's namespaces."""
-        with self._flock("imm-refs.lock") as common:
-            for namespace in IMM_REF_NAMESPACES:
-                _drop_stale_ref_locks(common / namespace)
-            yield
+        """Hold the repository's ref lock (all of imm's ref writers take it) and clear lock
+        files that killed writers of ours left: any in imm's namespaces, and `packed-refs.lock`
+        when it was made while a writer of ours that never finished held this lock.
+
+        git locks `packed-refs` for every transaction that deletes a ref (integration deletes
+        the lane's refs), so a writer killed in that moment leaves `packed-refs.lock`, and every
+        later deletion fails as a lost race, for good. That file is shared with the user's own
+        git: the lock file itself records since when a writer of ours is at work (cleared when
+        it is done), and only a `packed-refs.lock` no older than that is taken for its debris."""
+        common = self.common_directory()
+        with open(common / "imm-refs.lock", "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                for namespace in IMM_REF_NAMESPACES:
+                    _drop_stale_ref_locks(common / namespace)
+                lock.seek(0)
+                _drop_stale_packed_refs_lock(common, lock.read())
+                _mark_writer(lock, f"{time.time():.3f}\n".encode())
+                try:
+                    yield
+                except GitConflict:
+                    _mark_writer(lock, b"")  # git ended on its own: its locks went with it
+                    raise
+                # Done. Killed, or failed otherwise (a git killed on a timeout, Ctrl-C), the
+                # mark stays, and the next writer looks for what was left.
+                _mark_writer(lock, b"")
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def _flock(self, name: str) -> Iterator[Path]:
@@ -737,6 +760,28 @@ def _drop_unfinished_worktrees(admin: Path) -> None:
         ) or (locked.is_file() and locked.read_text(errors="replace").startswith("initializing"))
         if unfinished:
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def _mark_writer(lock: BinaryIO, mark: bytes) -> None:
+    lock.seek(0)
+    lock.truncate()
+    lock.write(mark)
+    lock.flush()
+
+
+def _drop_stale_packed_refs_lock(common: Path, mark: bytes) -> None:
+    """`mark`: what the ref lock file held when taken; a time when a writer of ours that was
+    killed began. A `packed-refs.lock` made since then is that writer's (git holds it for
+    milliseconds); one older belongs to someone else's git still at work, and stays."""
+    try:
+        began = float(mark.decode().strip())
+    except ValueError:
+        return  # no writer of ours died at work
+    packed = common / "packed-refs.lock"
+    with contextlib.suppress(FileNotFoundError):
+        # mtimes are whole seconds on some file systems: a second's leeway
+        if packed.stat().st_mtime >= began - 1.0:
+            packed.unlink()
 
 
 def _drop_stale_ref_locks(directory: Path) -> None:
