@@ -136,16 +136,21 @@ def reconcile(
     results known already (`imm run` keeps them between passes)."""
     # survives lost races: a check already run is not run again
     results = ResultCache() if results is None else results
+    last = "a ref moved"
     for lost in range(MAX_LOST_RACES):
         ports.refs.refresh()
         try:
             done = _Pass(request, ports, results, lost).run()
         except GitConflict as race:
-            detail = (race.stderr.strip().splitlines() or ["a ref moved"])[-1]
+            lines = race.stderr.strip().splitlines()
+            detail = lines[-1] if lines else "a ref moved"
+            # git's own words when a lock is in the way (a file, and how to clear it)
+            last = next((line for line in lines if "Unable to create" in line), detail)
             ports.debug(f"lost a race ({detail}); re-running the pass on fresh refs ({lost + 1})")
             ports.pause(lost)
             continue
         if isinstance(done, Reread):
+            last = done.why
             ports.debug(
                 f"lost a race ({done.why}; reading the refs again); re-running the pass on "
                 f"fresh refs ({lost + 1})"
@@ -156,7 +161,9 @@ def reconcile(
             done.stored, done.admitted, done.integrated, lost, done.head, done.unverified,
             tuple(done.stacks),
         )  # fmt: skip
-    raise GaveUpError(f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}")
+    raise GaveUpError(
+        f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}; the last: {last}"
+    )
 
 
 @dataclass
