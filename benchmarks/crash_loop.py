@@ -8,7 +8,9 @@ Every task has a check of its own that sleeps a little; two tasks are culprits (
 fails once a task they depend on is on the branch), so passes bisect stacks while they are being
 killed. `--load K` keeps K busy processes running beside the trials.
 
-    python benchmarks/crash_loop.py [--trials 20] [--tasks 12] [--kills 4] [--load 2]
+    python benchmarks/crash_loop.py [--trials 20] [--tasks 12] [--kills 4] [--load 2] [--first 0]
+
+A trial that ends differently is kept (its repository and its runs' output) under `--keep`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -61,12 +64,12 @@ def make_project(root: Path, graph: dict[str, list[str]]) -> None:
     write_project(root, "crash", graph, checks, config=config, files={"executor.py": EXECUTOR})
 
 
-def start(repo: Path) -> subprocess.Popen[bytes]:
+def start(repo: Path, output: int | IO[bytes] = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
     executor = shlex.join([sys.executable, str(repo / "executor.py")])
     return subprocess.Popen(
         [sys.executable, "-m", "imm_action", "run", "crash", "--repo", str(repo),
          "--executor", executor],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=output, stderr=output, start_new_session=True,
     )  # fmt: skip
 
 
@@ -95,18 +98,33 @@ def trial(scratch: Path, graph: dict[str, list[str]], kills: int, seed: int) -> 
     make_project(repo, graph)
     moments = random.Random(seed)
     killed = 0
-    for _ in range(kills):
-        process = start(repo)
-        time.sleep(moments.uniform(0.3, 2.5))
-        if process.poll() is not None:
-            break
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        killed += 1
-    start(repo).wait(600)
-    found = outcome(repo, graph, killed)
-    shutil.rmtree(repo, ignore_errors=True)
-    return found
+    log = scratch / f"trial-{seed}.log"  # every run's output, kept with a trial that differs
+    with open(log, "ab") as output:
+        for _ in range(kills):
+            process = start(repo, output)
+            time.sleep(moments.uniform(0.3, 2.5))
+            if process.poll() is not None:
+                break
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            output.write(f"--- killed with SIGKILL ({killed + 1})\n".encode())
+            output.flush()
+            killed += 1
+        start(repo, output).wait(600)
+    return outcome(repo, graph, killed)
+
+
+def keep(scratch: Path, seed: int, into: Path) -> Path:
+    """A trial that differs, kept for a look: its repository and the output of its runs."""
+    kept = into / f"trial-{seed}"
+    shutil.copytree(scratch / f"trial-{seed}", kept, symlinks=True)
+    shutil.copy(scratch / f"trial-{seed}.log", into / f"trial-{seed}.log")
+    return kept
+
+
+def forget(scratch: Path, seed: int) -> None:
+    shutil.rmtree(scratch / f"trial-{seed}", ignore_errors=True)
+    (scratch / f"trial-{seed}.log").unlink(missing_ok=True)
 
 
 def busy() -> None:
@@ -120,8 +138,16 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--kills", type=int, default=4)
     parser.add_argument("--load", type=int, default=2, help="busy processes beside the trials")
+    parser.add_argument("--first", type=int, default=0, help="the first trial's seed")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "imm-crash-kept",
+        help="where a trial that differs is kept (its repository, its runs' output)",
+    )
     args = parser.parse_args()
     graph = dag(args.tasks)
+    args.keep.mkdir(parents=True, exist_ok=True)
     hogs = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
     for hog in hogs:
         hog.start()
@@ -138,12 +164,14 @@ def main() -> int:
         print(f"uninterrupted: {len(expected.landed)} of {len(graph)} landed (each once: {once}),"
               f" parked {parked}")  # fmt: skip
         good = 0
-        for seed in range(args.trials):
+        for seed in range(args.first, args.first + args.trials):
             found = trial(Path(scratch), graph, args.kills, seed)
             same = found.same(expected)
             good += same
+            kept = "" if same else f" (kept: {keep(Path(scratch), seed, args.keep)})"
+            forget(Path(scratch), seed)
             print(f"trial {seed:2d}: {found.kills} kills, "
-                  f"{'same as uninterrupted' if same else f'DIFFERENT: {found}'}",
+                  f"{'same as uninterrupted' if same else f'DIFFERENT: {found}{kept}'}",
                   flush=True)  # fmt: skip
         print(f"{good} of {args.trials} trials ended exactly as the uninterrupted run; "
               f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
