@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.generate import bench_git, write_project  # noqa: E402
+from benchmarks.generate import bench_git, own_check, write_project  # noqa: E402
 
 EXECUTOR = """import os, pathlib, time
 task = os.environ["IMM_TASK_ID"]
@@ -54,12 +54,7 @@ def dag(tasks: int) -> dict[str, list[str]]:
 
 
 def make_project(root: Path, graph: dict[str, list[str]]) -> None:
-    checks = {}
-    for task in graph:
-        script = f"sleep 0.2; test -e {task}.txt"
-        if task in CULPRITS:
-            script += f" && test ! -e {CULPRITS[task]}.txt"
-        checks[task] = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 60000}
+    checks = {task: own_check(task, "sleep 0.2", CULPRITS.get(task)) for task in graph}
     config = "max_parallel: 4\nverify_parallel: 2\n"
     write_project(root, "crash", graph, checks, config=config, files={"executor.py": EXECUTOR})
 

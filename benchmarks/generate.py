@@ -102,6 +102,18 @@ def command_check(command: Mapping[str, object]) -> str:
     )
 
 
+def own_check(
+    task: str, first: str, breaker: str | None = None, timeout_ms: int = 60000
+) -> dict[str, object]:
+    """A task's check of its own (a command for `write_project`): the shell line `first`, then
+    the task's file must exist; for a culprit, `breaker`'s file must not (its check fails once
+    that task is on the branch)."""
+    script = f"{first}; test -e {task}.txt"
+    if breaker is not None:
+        script += f" && test ! -e {breaker}.txt"
+    return {"executable": "sh", "argv": ["-c", script], "timeout_ms": timeout_ms}
+
+
 def write_project(
     root: Path,
     slug: str,

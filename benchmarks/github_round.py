@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.generate import scratch_with_repo, write_project  # noqa: E402
+from benchmarks.generate import own_check, scratch_with_repo, write_project  # noqa: E402
 from benchmarks.speculative_verification import lanes_ready  # noqa: E402
 from imm_action.batches.repo import open_batch_repo  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
@@ -79,12 +79,12 @@ def interference(size: int, interfering: int) -> dict[str, str]:
 def make_project(root: Path, spec: Round, runs: Path) -> list[str]:
     tasks = [f"t{index:03d}" for index in range(spec.size)]
     breaks = interference(spec.size, spec.interfering)
-    checks = {}
-    for task in tasks:
-        script = f"sleep {spec.seconds}; echo {task} >> {runs}; test -e {task}.txt"
-        if task in breaks:
-            script += f" && test ! -e {breaks[task]}.txt"
-        checks[task] = {"executable": "sh", "argv": ["-c", script], "timeout_ms": 600000}
+    checks = {
+        task: own_check(
+            task, f"sleep {spec.seconds}; echo {task} >> {runs}", breaks.get(task), 600000
+        )
+        for task in tasks
+    }
     config = f"max_parallel: {spec.size}\nverify_parallel: {VERIFY_PARALLEL}\n"
     write_project(root, "round", {task: [] for task in tasks}, checks, config=config)
     return tasks
