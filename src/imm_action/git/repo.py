@@ -680,34 +680,29 @@ class GitRepo:
         git: the lock file itself records since when a writer of ours is at work (cleared when
         it is done), and only a `packed-refs.lock` no older than that is taken for its debris."""
         common = self.common_directory()
-        with open(common / "imm-refs.lock", "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        with self._flock("imm-refs.lock") as lock:
+            for namespace in IMM_REF_NAMESPACES:
+                _drop_stale_ref_locks(common / namespace)
+            lock.seek(0)
+            _drop_stale_packed_refs_lock(common, lock.read())
+            _mark_writer(lock, f"{time.time():.3f}\n".encode())
             try:
-                for namespace in IMM_REF_NAMESPACES:
-                    _drop_stale_ref_locks(common / namespace)
-                lock.seek(0)
-                _drop_stale_packed_refs_lock(common, lock.read())
-                _mark_writer(lock, f"{time.time():.3f}\n".encode())
-                try:
-                    yield
-                except GitConflict:
-                    _mark_writer(lock, b"")  # git ended on its own: its locks went with it
-                    raise
-                # Done. Killed, or failed otherwise (a git killed on a timeout, Ctrl-C), the
-                # mark stays, and the next writer looks for what was left.
-                _mark_writer(lock, b"")
-            finally:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+                yield
+            except GitConflict:
+                _mark_writer(lock, b"")  # git ended on its own: its locks went with it
+                raise
+            # Done. Killed, or failed otherwise (a git killed on a timeout, Ctrl-C), the mark
+            # stays, and the next writer looks for what was left.
+            _mark_writer(lock, b"")
 
     @contextlib.contextmanager
-    def _flock(self, name: str) -> Iterator[Path]:
-        """An exclusive flock on `<common dir>/<name>`; yields the common dir. An flock dies
-        with its process, so a writer killed with SIGKILL never leaves it held."""
-        common = self.common_directory()
-        with open(common / name, "a+b") as lock:
+    def _flock(self, name: str) -> Iterator[BinaryIO]:
+        """An exclusive flock on `<common dir>/<name>`; yields the lock file, open. An flock
+        dies with its process, so a writer killed with SIGKILL never leaves it held."""
+        with open(self.common_directory() / name, "a+b") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
             try:
-                yield common
+                yield lock
             finally:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
@@ -720,8 +715,8 @@ class GitRepo:
         ("could not create directory of .git/worktrees/work"), and an add reads every other
         entry, dying on one that another add has only half written. Lanes run in parallel, so
         every change to the worktree list goes through this lock."""
-        with self._flock("imm-worktrees.lock") as common:
-            yield common / "worktrees"
+        with self._flock("imm-worktrees.lock"):
+            yield self.common_directory() / "worktrees"
 
     def snapshot_worktree(self, worktree: Path) -> tuple[str, str]:
         """Stage everything in a worktree (its own index; ignored files stay out) and return
