@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.verify.isolation import check_user
+from imm_action.verify.isolation import check_user, chown_tree
 from tests.batch_helpers import current, make_project, work
 from tests.conftest import descriptor
 from tests.isolation_probe import PROBE, SLEEPER, findings, running_with
@@ -154,13 +154,6 @@ def test_check_setup_runs_once_and_what_it_made_is_on_every_checks_path_read_onl
 SUDO_TESTER = "imm-sudo-tester"
 
 
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    os.chown(root, uid, gid)
-    for folder, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
-
-
 def _interpreter_for(uid: int, gid: int, path: str) -> str | None:
     """A Python of this version that `uid` can run with imm on PYTHONPATH: this one, or the
     system's (a pyenv Python under root's 0700 home is out of another user's reach)."""
@@ -212,7 +205,7 @@ def test_through_sudo_a_lanes_check_finds_no_token_and_changes_nothing_imm_uses(
 
     def imm_as_runner(*args: str) -> subprocess.CompletedProcess[str]:
         """`imm` as the ordinary user, holding a token as the integrate job's step does."""
-        _chown_tree(open_dir, uid, gid)
+        chown_tree(open_dir, uid, gid)
         try:
             return subprocess.run(
                 ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", python, "-m",
@@ -223,7 +216,7 @@ def test_through_sudo_a_lanes_check_finds_no_token_and_changes_nothing_imm_uses(
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
         finally:
-            _chown_tree(open_dir, 0, 0)  # the test's own git calls run as root
+            chown_tree(open_dir, 0, 0)  # the test's own git calls run as root
 
     admitted = imm_as_runner("reconcile", "init", "--admit")
     assert admitted.returncode == 0, admitted.stderr

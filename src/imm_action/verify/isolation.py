@@ -67,10 +67,7 @@ class CheckUser:
             self._as_root(["chown", "-R", f"{self.uid}:{self.gid}", str(path)])
             return
         # as root: a home of three folders needs no process (`chown` costs a few ms a call)
-        os.chown(path, self.uid, self.gid, follow_symlinks=False)
-        for folder, dirs, files in os.walk(path):
-            for name in (*dirs, *files):
-                os.chown(os.path.join(folder, name), self.uid, self.gid, follow_symlinks=False)
+        chown_tree(path, self.uid, self.gid)
 
     def take_back(self, path: Path) -> None:
         """`path` and everything under it imm's again, readable by all and writable by none
@@ -89,6 +86,14 @@ class CheckUser:
 
     def _as_root(self, argv: list[str]) -> None:
         subprocess.run([*self.elevate, *argv], check=True, capture_output=True, timeout=_TIMEOUT_S)
+
+
+def chown_tree(path: Path, uid: int, gid: int) -> None:
+    """`chown -R` without a process, links changed themselves (never what they point to)."""
+    os.chown(path, uid, gid, follow_symlinks=False)
+    for folder, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
 
 
 @dataclass
