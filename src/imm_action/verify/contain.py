@@ -88,10 +88,9 @@ def end(process: subprocess.Popen[bytes], grace_s: float = END_GRACE_S) -> int:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
+        code = wait_contained(process, grace_s)
+        if code is not None:
+            return code
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     return process.wait()
