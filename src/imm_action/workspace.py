@@ -25,6 +25,7 @@ from imm_action.carriers.source import InitiativeSource, initiatives_at
 from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, is_work_tree
 from imm_action.git.repo import GitRepo
+from imm_action.model.common import GIT_OID_PATTERN
 from imm_action.model.config import CONFIG_PATH, RepoConfig
 from imm_action.model.intent import ValidIntent
 from imm_action.model.plan import BatchPlan
@@ -115,7 +116,7 @@ def load_config_at(repo: Path, commit: str, relative: str | None = None) -> Load
         loaded = _config_of(_committed_config_bytes(git, commit, relative), relative)
     finally:
         git.close()
-    if _OBJECT_ID.fullmatch(commit):  # what a commit holds never changes; a branch's does
+    if re.fullmatch(GIT_OID_PATTERN, commit):  # what a commit holds never changes; a branch's does
         _CONFIGS_AT[key] = loaded
     return loaded
 
@@ -123,7 +124,6 @@ def load_config_at(repo: Path, commit: str, relative: str | None = None) -> Load
 # Configs read at a commit, by (repository, commit id, path): `imm run` reads the batch's
 # before it forks its lanes, so that no lane parses it again.
 _CONFIGS_AT: dict[tuple[str, str, str], LoadedConfig] = {}
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _committed_config_bytes(repo: GitRepo, commit: str, relative: str) -> bytes | None:
