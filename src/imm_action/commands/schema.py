@@ -24,7 +24,7 @@ def schema_text(name: str) -> str:
 def run(args: SchemaArgs, io: CommandIO) -> int:
     if args.write is not None:
         if args.write.exists() and not args.write.is_dir():
-            raise UsageError(f"imm schema --write takes a folder: {args.write} is a file")
+            raise UsageError(f"--write takes a folder: {args.write} is a file")
         args.write.mkdir(parents=True, exist_ok=True)
         for name in SCHEMA_MODELS:
             (args.write / f"{name}.json").write_text(schema_text(name), encoding="utf-8")
