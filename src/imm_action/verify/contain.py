@@ -86,7 +86,9 @@ def wait_contained(process: subprocess.Popen[bytes], timeout_s: float) -> int | 
 def end(process: subprocess.Popen[bytes], grace_s: float = END_GRACE_S) -> int:
     """End a contained command and everything it started; its exit code (143 when stopped)."""
     if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
+        # PermissionError: a command started through sudo may run as root (a stand-in that
+        # execs, or a sudo that changed its real uid); ending on its own, it is waited for
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             process.send_signal(signal.SIGTERM)
         code = wait_contained(process, grace_s)
         if code is not None:
