@@ -11,12 +11,14 @@ import pwd
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from imm_action.verify.isolation import check_user, chown_tree
 from tests.batch_helpers import current, make_project, work
@@ -168,6 +170,35 @@ def _interpreter_for(uid: int, gid: int, path: str) -> str | None:
     return None
 
 
+def _imm_for_any_user(into: Path) -> Path:
+    """imm and its runtime dependencies (the closure of imm-action's requirements, no extras),
+    copied into `into` (0755), which it returns: the checkout and its venv may lie under a
+    folder only their owner can pass (a `mktemp -d` clone, root's home)."""
+    into.mkdir(mode=0o755)
+    shutil.copytree(Path(__file__).resolve().parents[2] / "src" / "imm_action",
+                    into / "imm_action", ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    wanted, seen = ["imm-action"], set()
+    while wanted:
+        name = canonicalize_name(wanted.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        distribution = metadata.distribution(name)
+        for requirement in map(Requirement, distribution.requires or []):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+        if name == "imm-action":
+            continue
+        for file in distribution.files or []:
+            found = Path(str(distribution.locate_file(file)))
+            if ".." not in file.parts and found.is_file():
+                (into / file).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(found, into / file)
+    for folder, _, _ in os.walk(into):
+        os.chmod(folder, 0o755)
+    return into
+
+
 @pytest.fixture
 def sudo_runner() -> Iterator[tuple[int, int, Path]]:
     """An ordinary user with passwordless sudo, as on GitHub's hosted runners: a user of its
@@ -190,6 +221,7 @@ def sudo_runner() -> Iterator[tuple[int, int, Path]]:
         yield entry.pw_uid, entry.pw_gid, tools
     finally:
         shutil.rmtree(tools)
+        shutil.rmtree(tools.with_name(tools.name + "-imm"), ignore_errors=True)
 
 
 def test_through_sudo_a_lanes_check_finds_no_token_and_changes_nothing_imm_uses(
@@ -197,8 +229,7 @@ def test_through_sudo_a_lanes_check_finds_no_token_and_changes_nothing_imm_uses(
 ) -> None:
     uid, gid, tools = sudo_runner
     repo, home, evidence, targets = _attacked_project(open_dir)
-    imm_path = f"{Path(__file__).resolve().parents[2] / 'src'}{os.pathsep}"
-    imm_path += sysconfig.get_paths()["purelib"]
+    imm_path = str(_imm_for_any_user(tools.with_name(tools.name + "-imm")))
     python = _interpreter_for(uid, gid, imm_path)
     if python is None:
         pytest.skip("no Python of this version that another user can run")
