@@ -95,3 +95,11 @@ def listed(items: Sequence[str], most: int = 20, budget: int = 1000) -> str:
         used += len(item) + 2
     rest = len(items) - len(shown)
     return ", ".join(shown) + (f" … and {rest} more" if rest else "")
+
+
+def bounded(items: Sequence[str], most: int) -> list[str]:
+    """At most `most` items: the first `most - 1` and `… and N more` when there are more, so
+    a list counting untrusted work (10,000 files a check changed) never outgrows its model."""
+    if len(items) <= most:
+        return list(items)
+    return [*items[: most - 1], f"… and {len(items) - most + 1} more"]

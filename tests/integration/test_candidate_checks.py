@@ -16,10 +16,7 @@ from tests.conftest import descriptor, git, intent
 
 def _checks(repo: Path, memo: IntentMemo) -> ChecksFound | ChecksMissing:
     head = git(repo, "rev-parse", "HEAD").strip()
-    return candidate_checks(
-        GitRepo(repo), head, task_id="a", lane_base=head, head=head, task_of_commit={},
-        intents=memo,
-    )  # fmt: skip
+    return candidate_checks(GitRepo(repo), head, task_id="a", below=[], intents=memo)
 
 
 def test_a_candidates_intent_is_parsed_once_and_found_again_by_its_blob(tmp_path: Path) -> None:

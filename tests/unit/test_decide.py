@@ -231,7 +231,7 @@ def _landing(
     state = t.lane_committed(state, "a", LANE_A, 0)
     entry = CandidateFacts(
         "a", BASE, LANE_A, HEAD, build, checks, results,  # type: ignore[arg-type]
-        change=change, scope=scope, plan_paths=PLAN_PATHS,
+        change=change, scope=scope, plan_paths=PLAN_PATHS, check_files=CHECK_FILES,
     )  # fmt: skip
     decided = decide_landings(HEAD, [entry])
     for step in decided.steps:
@@ -245,6 +245,9 @@ PLAN_PATHS = frozenset(
     {"docs/plans/a.intent.json", "docs/plans/b.intent.json", "docs/initiatives/x.md",
      ".github/imm.yml"}
 )  # fmt: skip
+
+
+CHECK_FILES = {"scripts/check_c.sh": frozenset({"c"}), "scripts/check_a.sh": frozenset({"a"})}
 
 
 def _checks() -> ChecksFound:
@@ -363,6 +366,20 @@ ROWS = {
         lane_change.TOUCHES_PLAN,
         (".github/imm.yml",),
     ),
+    "a script a sibling's check runs, inside a scripts/** scope": Row(
+        lambda: _landing(
+            CANDIDATE,
+            _checks(),
+            scope=("scripts/**",),
+            change=(
+                ChangedEntry("scripts/check_a.sh", "100755"),
+                ChangedEntry("scripts/check_c.sh", "100755"),
+            ),
+        ),
+        "a",
+        lane_change.TOUCHES_CHECK,
+        ("scripts/check_c.sh (c)",),
+    ),
     "a path outside the scope": Row(
         lambda: _landing(CANDIDATE, _checks(), change=(ChangedEntry("EVIL.txt", "100644"),)),
         "a",
@@ -400,6 +417,14 @@ def test_each_reason_code_is_decided_from_facts_alone(name: str) -> None:
     assert parked.reason.startswith(row.reason_starts)
     for part in row.reason_has:
         assert part in parked.reason
+
+
+def test_a_lane_may_change_the_script_its_own_check_runs() -> None:
+    state = _landing(
+        CANDIDATE, _checks(), scope=("scripts/**",),
+        change=(ChangedEntry("scripts/check_a.sh", "100755"),),
+    )  # fmt: skip
+    assert child(state, "a").state is not ChildState.NEEDS_HUMAN
 
 
 def test_the_table_covers_every_reason_code() -> None:

@@ -10,8 +10,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from imm_action.carriers.intents import IntentFile
 from imm_action.carriers.source import InitiativeSource
-from imm_action.errors import UsageError
+from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, GitRunner, repo_root
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
@@ -22,10 +23,13 @@ from imm_action.lanes.runners import LaneRunners
 from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
+from imm_action.model.intent import intent_path
 from imm_action.model.plan import BatchPlan
 from imm_action.model.state import BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
+from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
+from imm_action.text import listed, plural
 from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.verify.isolation import choose_isolation, open_area
@@ -139,6 +143,7 @@ def pass_request(
             issue=issue,
             commit=base_head,  # the commit the batch starts from, never the working tree
         )
+        refuse_left_out(plan, intents)
         known = (plan, scopes_of(intents))
         if plans is not None:
             plans.clear()  # only the newest inputs matter
@@ -160,6 +165,37 @@ def pass_request(
         retry=retry,
         committer=committer_of(batch_repo.config),
         config_file=config_path(),
+    )
+
+
+def refuse_left_out(plan: BatchPlan, intents: Mapping[str, IntentFile]) -> None:
+    """No task disappears (issue 28): an initiative with a task whose intent is missing or
+    invalid runs no lane at all. Every such file is named with its line, as `imm check` does."""
+    left_out = [child.task_id for child in plan.children if child.reason and
+                child.reason.startswith(INVALID_INTENT)]  # fmt: skip
+    if not left_out:
+        return
+    problems = [
+        problem
+        for task_id in left_out
+        for problem in (
+            intents[task_id].problems
+            if task_id in intents and intents[task_id].problems
+            else (Problem(intent_path(task_id), None, "is missing"),)
+        )
+    ]
+    raise InputError(
+        [
+            *problems,
+            Problem(
+                problems[0].path,
+                problems[0].line,
+                f"no lane starts while {plural(len(left_out), 'task')} of {plan.initiative} "
+                f"{'has' if len(left_out) == 1 else 'have'} no valid intent "
+                f"({listed(left_out)}); fix {'it' if len(left_out) == 1 else 'them'}, commit, "
+                "and run again (imm check lists the same)",
+            ),
+        ]
     )
 
 

@@ -36,6 +36,7 @@ from imm_action.integrate.facts import (
 from imm_action.integrate.reasons import (
     CHECK_FAILED,
     CONFLICT,
+    HEAD_CHECK_FAILED,
     LANE_NEEDS_PERSON,
     LINEAGE_BROKEN,
     OUTCOME_MISMATCH,
@@ -48,11 +49,12 @@ from imm_action.lanes.runners import (
     Orphaned,
     Running,
 )
-from imm_action.model.outcome import Failure, carries_trailer
+from imm_action.model.outcome import CheckResult, Failure, carries_trailer
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.text import listed
+from imm_action.verify.checks import Check
 from imm_action.verify.failures import check_failures
 
 # Git updates the refs of one transaction atomically for writers, but a reader can see some of
@@ -378,6 +380,28 @@ def decide_landings(head: str, chain: Sequence[CandidateFacts]) -> LandingDecisi
     return LandingDecision(tuple(steps), again=bool(steps))
 
 
+def landing_moves(landing: LandingDecision) -> bool:
+    return any(isinstance(step, Land) for step in landing.steps)
+
+
+def verified_on_top(chain: Sequence[CandidateFacts], landing: LandingDecision) -> int:
+    """How many distinct checks passed on the tree the branch moves to: the last landed
+    lane's, which are those of every task the branch then holds (SPEC §5.4)."""
+    last = [step.task_id for step in landing.steps if isinstance(step, Land)][-1]
+    entry = next(entry for entry in chain if entry.task_id == last)
+    checks = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
+    return len({check.digest for check in checks})
+
+
+def head_failure_reason(branch: str, head: str, failed: Sequence[tuple[Check, CheckResult]]) -> str:
+    """Why the batch waits when checks of tasks the branch holds fail on its head itself."""
+    ids = [check.check_id for check, _ in failed]
+    return (
+        f"{HEAD_CHECK_FAILED}: {listed(ids)} failed twice on {branch} at {head[:12]} itself "
+        "(flaky, or the environment changed); no lane is blamed"
+    )
+
+
 def _failed(entry: CandidateFacts) -> bool:
     return any(not result.passed for result in entry.results)
 
@@ -433,7 +457,10 @@ def refusal_of(entry: CandidateFacts) -> str | None:
     verified. The checks are only looked at for a built candidate."""
     lane_commit, base, head = entry.lane_commit, entry.lane_base, entry.built_on
     # the lane's own checks prove nothing: its change is checked again (SPEC §5.4)
-    refused = lane_change_refusal(entry.change, entry.scope, entry.plan_paths, entry.tree_links)
+    refused = lane_change_refusal(
+        entry.change, entry.scope, entry.plan_paths, entry.tree_links,
+        check_files=entry.check_files, task_id=entry.task_id,
+    )  # fmt: skip
     if refused is not None:
         return refused
     match entry.build:

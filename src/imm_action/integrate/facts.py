@@ -92,6 +92,9 @@ class CandidateFacts:
     change: tuple[ChangedEntry, ...] = ()  # base -> lane commit, re-checked (SPEC §5.4)
     scope: tuple[str, ...] = ()  # the task's scope_hint as planned
     plan_paths: frozenset[str] = frozenset()  # files no lane may change (lane_touches_plan)
+    # files the plan's checks run or name -> the tasks whose checks do: only they may change
+    # them (lane_touches_check)
+    check_files: Mapping[str, frozenset[str]] = field(default_factory=dict)
     tree_links: Mapping[str, str] | None = None  # every link of the candidate, when they matter
     # the tree `results` come from: the top of the stack it was verified in (SPEC §5.4), or, for
     # a culprit, its own candidate's tree, where its failing checks first failed

@@ -10,6 +10,7 @@ from imm_action.plan.lane_change import (
     GITLINK,
     OUTSIDE_SCOPE,
     SYMLINK_OUT,
+    TOUCHES_CHECK,
     TOUCHES_PLAN,
 )
 
@@ -18,6 +19,9 @@ LINEAGE_BROKEN: Final = "batch_head_lineage_broken"
 LANE_LOST: Final = "batch_lane_lost"
 CONFLICT: Final = "batch_integration_conflict"
 CHECK_FAILED: Final = "batch_integration_check_failed"
+# The batch's reason, not a child's: a check of a task the branch holds fails on the batch head
+# itself, twice — a person's matter (flaky, or the environment changed), never a lane's.
+HEAD_CHECK_FAILED: Final = "batch_head_check_failed"
 CANCELLED: Final = "cancelled"
 # A lane publishes its outcome and its branch in one CAS: disagreement means another writer.
 OUTCOME_MISMATCH: Final = "lane_outcome_mismatch"
@@ -32,5 +36,5 @@ LANE_NEEDS_PERSON: Final = "the lane needs a person"
 ALL_CODES: Final = (
     PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED, OUTCOME_MISMATCH,
     # what a lane commit may change, one pure rule shared with the lanes (plan/lane_change.py)
-    GIT_PATH, GITLINK, SYMLINK_OUT, OUTSIDE_SCOPE, TOUCHES_PLAN,
+    GIT_PATH, GITLINK, SYMLINK_OUT, OUTSIDE_SCOPE, TOUCHES_PLAN, TOUCHES_CHECK,
 )  # fmt: skip

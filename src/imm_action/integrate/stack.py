@@ -1,11 +1,16 @@
 """Stack verification and bisection (SPEC §5.4, decision 0037), as pure functions.
 
-The ready lanes of a pass are built one on another; level `i` of the stack is the candidate of
-its `i`-th lane, whose tree holds every lane below it too. The checks of every level are united
-(one run per descriptor digest) and run once, on the top's tree. All pass: every lane of the
-stack may land. A check that fails on the top is bisected alone over the levels to the first at
-which it fails; those levels are the culprits. Nothing here runs a check: `ask` does (or, for
-`imm run`'s passes, only reads the results its background worker found).
+The ready lanes of a pass are built one on another on the batch head. Level 0 is the batch head
+itself, judged by the checks of every task the branch already holds; level `i` is the
+candidate of the `i`-th lane, whose tree holds every lane below it too, judged by its own checks
+and those of every level below (SPEC §5.4: a lane whose base already holds a task can break
+it). The checks of every level are united (one run per descriptor digest) and run once, on the
+top's tree. All pass: every lane of the stack may land. A check that fails on the top is
+bisected alone over the levels to the first at which it fails; those levels are the culprits.
+A check that fails on the head itself is run there once more and, failing again, is the
+head's (`StackFailed.on_head`): flaky, or the environment changed, never a lane's fault.
+Nothing here runs a check: `ask` does (or, for `imm run`'s passes, only reads the results its
+background worker found).
 
 Monotony is assumed, as by every bisecting merge queue: a check that fails at some level fails
 at every level above it. Where that is false (a later lane fixes what an earlier broke), the
@@ -24,8 +29,8 @@ from imm_action.verify.checks import Check
 
 @dataclass(frozen=True)
 class StackLevel:
-    """One lane of the stack: its candidate's tree and the checks that lane is judged by (its
-    own and those of the siblings landed since its base)."""
+    """One level of the stack: the head's tree or a lane's candidate's, and the checks it is
+    judged by (every integrated task's; for a lane, its own and those of the lanes below)."""
 
     tree: str
     checks: tuple[Check, ...]
@@ -33,10 +38,13 @@ class StackLevel:
 
 @dataclass(frozen=True)
 class Probe:
-    """One descriptor on one level's tree."""
+    """One descriptor on one level's tree. `again` 1 or 2: its first or second run on the
+    batch head whatever is known there (a check of the tasks the branch holds that fails on
+    the top is tried on the head itself, twice, before anyone is blamed)."""
 
     level: int
     check: Check
+    again: int = 0
 
 
 # The results of some probes, by (level, digest); None when any of them is not known (a pass
@@ -53,9 +61,11 @@ class StackPassed:
 
 @dataclass(frozen=True)
 class StackFailed:
-    """The levels at which a failing check first fails, each with those checks' results there."""
+    """The levels at which a failing check first fails, each with those checks' results there
+    (never level 0), and the checks that failed twice on the head itself (`on_head`)."""
 
     culprits: Mapping[int, tuple[tuple[Check, CheckResult], ...]]
+    on_head: tuple[tuple[Check, CheckResult], ...] = ()
 
 
 StackJudgement = StackPassed | StackFailed
@@ -72,8 +82,8 @@ def united_checks(levels: Sequence[StackLevel]) -> dict[str, Check]:
 
 def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> StackJudgement | None:
     """Whether the stack lands whole, or which of its levels are culprits; None when `ask`
-    does not know a result it needs."""
-    if not levels:
+    does not know a result it needs. `levels[0]` is the batch head, the rest its lanes."""
+    if len(levels) < 2:
         return StackPassed({})
     top = len(levels) - 1
     united = united_checks(levels)
@@ -89,6 +99,15 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
     found: dict[tuple[int, str], CheckResult] = {
         (top, digest): on_top[(top, digest)] for digest in failing
     }
+    held = [digest for digest in failing if first_level[digest] == 0]
+    on_head = _tried_on_head([united[digest] for digest in held], ask)
+    if on_head is None:
+        return None
+    for digest in held:
+        if digest in on_head:
+            del ranges[digest]
+        else:  # the head passes it: a lane of the stack broke it
+            ranges[digest] = (1, top)
     while open_ranges := [d for d, (low, high) in ranges.items() if low < high]:
         probes = [
             Probe(level, united[digest])
@@ -104,7 +123,27 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
     culprits: dict[int, list[tuple[Check, CheckResult]]] = {}
     for digest, (_, level) in ranges.items():
         culprits.setdefault(level, []).append((united[digest], found[(level, digest)]))
-    return StackFailed({level: tuple(pairs) for level, pairs in sorted(culprits.items())})
+    return StackFailed(
+        {level: tuple(pairs) for level, pairs in sorted(culprits.items())},
+        tuple((united[digest], result) for digest, result in on_head.items()),
+    )
+
+
+def _tried_on_head(checks: Sequence[Check], ask: Ask) -> dict[str, CheckResult] | None:
+    """Of failing checks of tasks the head holds, those that fail on the head itself, run
+    there afresh and, failing, once more: nobody's lane's (flaky, or the environment changed).
+    A pass the cache holds for the head is not trusted here: the environment may have
+    changed since. None when a result is not known."""
+    failed: dict[str, CheckResult] = {}
+    for attempt in (1, 2):
+        if not checks:
+            break
+        again = ask([Probe(0, check, again=attempt) for check in checks])
+        if again is None:
+            return None
+        failed = {c.digest: again[(0, c.digest)] for c in checks if not again[(0, c.digest)].passed}
+        checks = [check for check in checks if check.digest in failed]
+    return failed
 
 
 def probe_levels(low: int, high: int, count: int) -> list[int]:
@@ -152,13 +191,22 @@ class StackRecord:
     lanes: tuple[str, ...]
     check_runs: int
     culprits: tuple[Culprit, ...] = ()
+    carried: int = 0  # checks whose last pass was carried over (nothing they read changed)
+    on_head: tuple[str, ...] = ()  # check ids that failed twice on the batch head itself
 
     def line(self) -> str:
         runs = f"{self.check_runs} check run{'' if self.check_runs == 1 else 's'}"
+        if self.carried:
+            runs += f", {self.carried} carried over"
         count = len(self.lanes)
         head = (
             f"verified {count} lane{'' if count == 1 else 's'} as one stack ({listed(self.lanes)})"
         )
+        if self.on_head:
+            return (
+                f"{head}: {runs}; {listed(self.on_head)} failed twice on the batch head "
+                "itself, so no lane is blamed"
+            )
         if not self.culprits:
             return f"{head}: {runs}, every check passed on its top"
         found = "; ".join(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from imm_action.integrate.reasons import CANCELLED, DEPENDENCY_PARKED, LANE_LOST
+from imm_action.integrate.reasons import CANCELLED, DEPENDENCY_PARKED, HEAD_CHECK_FAILED, LANE_LOST
 from imm_action.model.outcome import Failure
 from imm_action.model.state import (
     AdoptedHead,
@@ -217,6 +217,26 @@ def fail_lineage(state: BatchRunState, reason: str) -> BatchRunState:
         if child.state is ChildState.NEEDS_HUMAN:
             stopped = skip_dependents(stopped, child.task_id)
     return stopped.model_copy(update={"batch_state": BatchState.FAILED, "stop_reason": reason})
+
+
+def head_check_failed(state: BatchRunState, reason: str) -> BatchRunState:
+    """The batch waits for a person: a check the branch's head should pass does not. Its
+    ready lanes stay ready (none is blamed); the next pass tries again."""
+    return state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN, "stop_reason": reason})
+
+
+def head_checks_pass(state: BatchRunState, verified: int) -> BatchRunState:
+    """The branch moves to a tree on which `verified` checks passed: those of every task it
+    holds."""
+    return state.model_copy(update={"head_checks": verified})
+
+
+def judge_head_again(state: BatchRunState) -> BatchRunState:
+    """A pass with ready lanes verifies the head's checks again: a head that failed them
+    (after a person fixed the environment, say) is not held against the batch from memory."""
+    if state.stop_reason and state.stop_reason.startswith(HEAD_CHECK_FAILED):
+        return state.model_copy(update={"stop_reason": None})
+    return state
 
 
 def adopt_head(

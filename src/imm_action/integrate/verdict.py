@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from imm_action.integrate.reasons import LINEAGE_BROKEN, PLAN_CHANGED
+from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN, PLAN_CHANGED
 from imm_action.integrate.transitions import admissions_used, child_of
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
@@ -28,12 +28,28 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
     children = state.children
     done = sum(1 for child in children if child.state.done)
     branch = batch_branch(state.initiative_slug)
+    if state.stop_reason and state.stop_reason.startswith(HEAD_CHECK_FAILED):
+        return Verdict(
+            BatchState.NEEDS_HUMAN,
+            state.stop_reason,
+            f"run the named checks on {branch} yourself; fix what fails them (a flaky test, "
+            "the environment), then continue the batch: its ready lanes are verified again",
+        )
     if done == len(children):
+        verified = (
+            f"; every check of {'them' if done != 1 else 'it'} "
+            f"({plural(state.head_checks, 'check')}) passed on its head"
+            if state.head_checks
+            else ""
+        )
         return Verdict(
             BatchState.COMPLETED,
-            f"all {plural(done, 'task')} integrated into {branch}"
-            if done != 1
-            else f"the task is integrated into {branch}",
+            (
+                f"all {plural(done, 'task')} integrated into {branch}"
+                if done != 1
+                else f"the task is integrated into {branch}"
+            )
+            + verified,
             f"review {branch} and merge it into {state.base_ref}",
         )
     in_flight = [child.task_id for child in children if child.state.in_flight]

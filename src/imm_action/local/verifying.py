@@ -23,7 +23,7 @@ import contextlib
 import multiprocessing
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -32,7 +32,7 @@ from imm_action.git import GitRunner
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.decide import ready_to_integrate
 from imm_action.masking import Masker
-from imm_action.model.outcome import CachedCheck, CheckCache
+from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.model.state import BatchRunState
 from imm_action.passes.observe import (
     BuiltCandidate,
@@ -75,6 +75,8 @@ class _Answer:
     checks: str
     candidates: list[tuple[CandidateKey, BuiltCandidate]]
     intents: IntentMemo
+    # fresh runs on the batch head: (tree, digest, attempt, result as JSON)
+    again: list[tuple[str, str, int, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +146,10 @@ class BackgroundChecks:
             if self.cache.get(entry.tree, entry.descriptor_digest) is None:
                 self.cache.put(entry.tree, entry.descriptor_digest, entry.result)
             self.failures_seen = self.failures_seen or not entry.result.passed
+        for tree, digest, attempt, text in found.again:
+            result = CheckResult.model_validate_json(text)
+            self.cache.put_again(tree, digest, attempt, result)
+            self.failures_seen = self.failures_seen or not result.passed
         for key, built in found.candidates:
             self._candidates.put(key, built)
         self._candidates.intents.update(found.intents)
@@ -213,9 +219,18 @@ def _verify_in_child(
             for tree, digest, result in known.entries()
             if (tree, digest) not in known_before
         ]
+        again = [
+            (tree, digest, attempt, result.model_dump_json())
+            for tree, digest, attempt, result in known.entries_again()
+        ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
         intents = {k: v for k, v in candidates.intents.items() if k not in intents_before}
-        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built, intents))
+        send.send(
+            _Answer(
+                CheckCache(entries=new).model_dump_json(), built, intents,
+                again,
+            )
+        )  # fmt: skip
         code = 0
     except BaseException:  # stopped or failed: its exit code says so, its answer is missing
         code = 1

@@ -21,6 +21,8 @@ MAX_DESCRIPTOR_BYTES = 64 * 1024
 MAX_ARGS = 64
 MAX_ARG_BYTES = 512
 MAX_WRITABLE_PATHS = 32
+MAX_READ_PATHS = 64
+MAX_READ_ENTRY = 200
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -96,6 +98,26 @@ class VerificationDescriptor(StrictModel):
     contract: Literal["assurance_kernel/verification_descriptor/v2"]
     command: DescriptorCommand
     environment: DescriptorEnvironment | None = None
+    # Optional, so every descriptor the reference wrote stays valid (ADR 0047): the files the
+    # check's result depends on. A move of the batch branch that changes none of them carries
+    # the check's last pass over instead of running it again; without it the check runs on
+    # every move.
+    reads: Annotated[list[str], Field(min_length=1, max_length=MAX_READ_PATHS)] | None = Field(
+        default=None,
+        description="Repo-relative paths or globs (as scope_hint) the check's result depends "
+        "on; a move that changes none of them keeps its last pass.",
+    )
+
+    @field_validator("reads")
+    @classmethod
+    def _reads_stay_in_repo(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or ():
+            if len(entry) > MAX_READ_ENTRY:
+                raise ValueError(f"read path {entry[:40]!r}… is longer than {MAX_READ_ENTRY}")
+            problem = relative_path_problem(entry)
+            if problem is not None:
+                raise ValueError(f"read path {entry!r} {problem}")
+        return value
 
 
 def _refuse_git_dir(path: str) -> None:

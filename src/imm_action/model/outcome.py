@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
-from imm_action.text import clean_text
+from imm_action.text import bounded, clean_text
 
 OUTCOME_CONTRACT: Final = "imm_action/lane_outcome/v1"
 OUTCOME_FILE: Final = "outcome.json"  # the one file in an outcome commit's tree
@@ -24,6 +24,20 @@ TEXT_MAX = 8192  # a reason, a command line, an error
 
 
 ShortText = Annotated[str, Field(max_length=TEXT_MAX), AfterValidator(clean_text)]
+MAX_CHANGED_PATHS = 100
+
+
+def _cut_paths(value: object) -> object:
+    """A list of paths cut to MAX_CHANGED_PATHS where it is built (issue 28: a check that
+    formats a tree changes 10,000 files, and must get a verdict, not an error)."""
+    if isinstance(value, list) and len(value) > MAX_CHANGED_PATHS:
+        return bounded([str(item)[:TEXT_MAX] for item in value], MAX_CHANGED_PATHS)
+    return value
+
+
+ChangedPaths = Annotated[
+    list[ShortText], BeforeValidator(_cut_paths), Field(max_length=MAX_CHANGED_PATHS)
+]
 Tail = Annotated[str, Field(max_length=FAILURE_TAIL_BYTES), AfterValidator(clean_text)]
 
 
@@ -36,9 +50,11 @@ class CheckResult(StrictModel):
     duration_ms: Annotated[int, Field(ge=0)]
     timed_out: bool
     output_limited: bool
-    changed_outside: Annotated[list[ShortText], Field(max_length=100)]
+    changed_outside: ChangedPaths
     output_tail: Tail
     error: ShortText | None = None  # why it could not run at all (missing tool, bad cwd)
+    # its last pass on another tree, kept: nothing the descriptor declares it reads changed
+    carried_over: bool = False
 
 
 class Failure(StrictModel):
@@ -51,8 +67,25 @@ class Failure(StrictModel):
     timeout_s: float | None = None  # set iff the command was killed at its timeout
     error: ShortText | None = None  # why it could not run at all (missing tool, bad cwd)
     output_limited: bool = False
-    changed_outside: Annotated[list[ShortText], Field(max_length=100)] = Field(default_factory=list)
+    changed_outside: ChangedPaths = Field(default_factory=list)
     output_tail: Tail  # at most FAILURE_TAIL_LINES lines
+
+
+MAX_FINDINGS = 256
+MAX_FAILURES = 16
+
+
+def _cut_failures(value: object) -> object:
+    """The first failures and one that says how many more there were."""
+    if not isinstance(value, list) or len(value) <= MAX_FAILURES:
+        return value
+    more = {"step": f"… and {len(value) - MAX_FAILURES + 1} more", "command": "",
+            "exit_code": None, "output_tail": ""}  # fmt: skip
+    return [*value[: MAX_FAILURES - 1], more]
+
+
+def _cut_findings(value: object) -> object:
+    return value[:MAX_FINDINGS] if isinstance(value, list) else value
 
 
 class LaneOutcome(StrictModel):
@@ -63,10 +96,14 @@ class LaneOutcome(StrictModel):
     state: Literal["settled", "needs_human"]
     reason: ShortText | None
     qa_failures: Annotated[int, Field(ge=0)]
-    findings: Annotated[list[CheckResult], Field(max_length=256)]
+    findings: Annotated[
+        list[CheckResult], BeforeValidator(_cut_findings), Field(max_length=MAX_FINDINGS)
+    ]
     lane_commit: GitOid | None
     # needs_human: why, shown as is; settled: what the last failed attempt failed (then fixed)
-    failures: Annotated[list[Failure], Field(max_length=16)] = Field(default_factory=list)
+    failures: Annotated[
+        list[Failure], BeforeValidator(_cut_failures), Field(max_length=MAX_FAILURES)
+    ] = Field(default_factory=list)
 
 
 class CachedCheck(StrictModel):

@@ -178,6 +178,9 @@ class BatchRunState(StrictModel):
     # descriptors) is read there, never from a lane's or a candidate's tree (SPEC §5.4).
     # None in states written before it existed: their base_head.
     plan_commit: GitOid | None = None
+    # How many distinct checks — of every task the branch holds — passed on its head when it
+    # last moved (SPEC §5.4): what `completed` reports as verified. None before anything landed.
+    head_checks: Annotated[int, Field(ge=0)] | None = None
 
     @property
     def judged_at(self) -> str:

@@ -34,9 +34,12 @@ from imm_action.integrate.decide import (
     decide_batch,
     decide_landings,
     decide_start,
+    head_failure_reason,
+    landing_moves,
     parallel_mismatch,
     ready_to_integrate,
     startable_children,
+    verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
 from imm_action.integrate.stack import StackRecord
@@ -350,19 +353,25 @@ class _Pass:
         integrated: list[str] = []
         unverified: tuple[str, ...] = ()
         while ready := ready_to_integrate(state):
+            state = t.judge_head_again(state)
             verifier = self.ports.verifier(self.results)
-            chain = observe_candidates(
+            observed = observe_candidates(
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
                 verify=self.request.verify, memo=self.ports.candidates,
                 config_file=self.request.config_file,
             )  # fmt: skip
+            chain = observed.chain
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)
-            landing = decide_landings(head, chain)
-            record = stack_record(chain, verifier.runs)
+            record = stack_record(observed, verifier.runs, verifier.carried)
             if record is not None:
                 self.stacks.append(record)
                 self.ports.log(record.line())
+            if observed.on_head:
+                reason = head_failure_reason(state.branch, head, observed.on_head)
+                state = t.head_check_failed(state, reason)
+                break
+            landing = decide_landings(head, chain)
             if not landing.steps:
                 break
             lane_refs = self._lane_refs(state, ready)
@@ -373,6 +382,8 @@ class _Pass:
             also: list[RefUpdate] = []
             keep: list[str] = []
             landed: list[Land] = []
+            if landing_moves(landing):
+                state = t.head_checks_pass(state, verified_on_top(chain, landing))
             for step in landing.steps:
                 state = apply_landing(state, step)
                 if isinstance(step, Land):

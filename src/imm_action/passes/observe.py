@@ -202,6 +202,16 @@ class CandidateMemo:
         self.built[key] = value
 
 
+@dataclass(frozen=True)
+class ObservedStack:
+    """The chain of candidates with what judging their stack found, and the checks of tasks
+    already on the branch that failed twice on the batch head itself (nobody's lane's)."""
+
+    chain: list[CandidateFacts]
+    on_head: tuple[tuple[Check, CheckResult], ...] = ()
+    head_checks: int = 0  # distinct checks every level is judged by: those the branch holds
+
+
 def observe_candidates(
     repo: GitRepo,
     verifier: Verifier,
@@ -213,28 +223,50 @@ def observe_candidates(
     verify: bool = True,
     memo: CandidateMemo | None = None,
     config_file: str = CONFIG_PATH,
-) -> list[CandidateFacts]:
+) -> ObservedStack:
     """Build a candidate for every ready lane, each on the one before (unless it must not
-    land), and judge the stack they make (SPEC §5.4, `integrate.stack`): the united checks
-    once on the top, bisection of what fails there. `verify` False runs no check (and, with a
-    `memo`, builds nothing): the stack is judged from the verifier's cache alone, as far as
-    the background checks verified it; lanes above that are left out of the chain, as if
-    their lanes had not ended yet."""
+    land), and judge the stack they make (SPEC §5.4, `integrate.stack`) on the batch head:
+    the united checks — every lane's own and every integrated task's — once on the top,
+    bisection of what fails there. `verify` False runs no check (and, with a `memo`, builds
+    nothing): the stack is judged from the verifier's cache alone, as far as the background
+    checks verified it; lanes above that are left out of the chain, as if their lanes had not
+    ended yet."""
+    intents: IntentMemo = memo.intents if memo is not None else {}
+    held = held_checks(repo, state, intents)
     chain = _built_chain(
-        repo, state, head, ready, scopes=scopes, verify=verify, memo=memo, config_file=config_file
-    )
+        repo, state, head, ready, scopes=scopes, verify=verify, memo=memo,
+        config_file=config_file, intents=intents,
+    )  # fmt: skip
     stacked = [index for index, entry in enumerate(chain) if _verifiable(entry)]
-    levels = [_level(chain[index]) for index in stacked]
+    head_level = StackLevel(repo.commit(head).tree, held)
+    levels = [head_level, *(_level(chain[index]) for index in stacked)]
+    held_count = len({check.digest for check in held})
     if verify:
         top = len(levels) - 1
         judged = judge_stack(levels, _running(verifier, levels), verifier.workers)
     else:
         top, judged = _judged_prefix(levels, verifier.cache, verifier.workers)
-    if judged is None or top < 0:
+    if judged is None or top < 1:
         # nothing judged: the lanes refused below the stack are all that can be decided
-        return chain[: stacked[0]] if stacked else chain
-    chain = chain[: stacked[top] + 1]
-    return _with_judgement(chain, stacked[: top + 1], levels[: top + 1], judged)
+        return ObservedStack(chain[: stacked[0]] if stacked else chain, head_checks=held_count)
+    chain = chain[: stacked[top - 1] + 1]
+    judged_chain = _with_judgement(chain, stacked[:top], levels[: top + 1], judged)
+    on_head = judged.on_head if isinstance(judged, StackFailed) else ()
+    return ObservedStack(judged_chain, on_head, held_count)
+
+
+def held_checks(repo: GitRepo, state: BatchRunState, intents: IntentMemo) -> tuple[Check, ...]:
+    """The checks of every task whose change the batch branch holds (this batch's and, in a
+    continuation, the earlier batches'), read from the plan's intents."""
+    found = _owned_checks(repo, state.judged_at, held_tasks(state), intents)
+    return found.checks if isinstance(found, ChecksFound) else ()
+
+
+def held_tasks(state: BatchRunState) -> list[str]:
+    """The integrated tasks, in the order they landed."""
+    order = {commit: index for index, commit in enumerate(state.commits)}
+    done = [child for child in state.children if child.state.done and child.commit]
+    return [child.task_id for child in sorted(done, key=lambda c: order.get(c.commit or "", 0))]
 
 
 def _built_chain(
@@ -247,11 +279,13 @@ def _built_chain(
     verify: bool,
     memo: CandidateMemo | None,
     config_file: str,
+    intents: IntentMemo,
 ) -> list[CandidateFacts]:
-    """The candidates of the ready lanes, each built on the last that may land."""
-    task_of_commit = {c.commit: c.task_id for c in state.children if c.commit}
+    """The candidates of the ready lanes, each built on the last that may land, each judged
+    by its own checks, every integrated task's and those of the lanes below it."""
+    below = held_tasks(state)
     protected = plan_paths(state, config_file)
-    intents: IntentMemo = memo.intents if memo is not None else {}
+    named = check_files(repo, state, intents)
     chain: list[CandidateFacts] = []
     tip = head
     for child in ready:
@@ -266,18 +300,18 @@ def _built_chain(
             # background checks built them.
             continue
         if built is None:
-            built = _build(repo, key, task_of_commit, intents, state.judged_at)
+            built = _build(repo, key, below, intents, state.judged_at)
             if memo is not None:
                 memo.put(key, built)
         build = built.build
         entry = CandidateFacts(
             child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
-            plan_paths=protected, tree_links=built.links,
+            plan_paths=protected, tree_links=built.links, check_files=named,
         )  # fmt: skip
         chain.append(entry)
         if isinstance(build, Candidate) and refusal_of(entry) is None:
-            task_of_commit[build.commit] = child.task_id
+            below.append(child.task_id)
             tip = build.commit
     return chain
 
@@ -293,6 +327,11 @@ def _running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
     checks side by side."""
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        again = [probe for probe in probes if probe.again]
+        if again:
+            tree, attempt = levels[0].tree, again[0].again
+            results = verifier.verify_again(tree, [probe.check for probe in again], attempt)
+            return {(0, p.check.digest): r for p, r in zip(again, results, strict=True)}
         by_level: dict[int, list[Check]] = {}
         for probe in probes:
             by_level.setdefault(probe.level, []).append(probe.check)
@@ -317,7 +356,10 @@ def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult] | None:
         found: dict[tuple[int, str], CheckResult] = {}
         for probe in probes:
-            result = cache.get(levels[probe.level].tree, probe.check.digest)
+            tree = levels[probe.level].tree
+            digest = probe.check.digest
+            result = cache.get_again(tree, digest, probe.again) if probe.again else None
+            result = result if probe.again else cache.get(tree, digest)
             if result is None:
                 return None
             found[(probe.level, probe.check.digest)] = result
@@ -331,7 +373,7 @@ def _judged_prefix(
 ) -> tuple[int, StackJudgement | None]:
     """The highest level whose stack (it and every level below) the cache can judge: the top
     the background checks verified, though more lanes ended since."""
-    for top in range(len(levels) - 1, -1, -1):
+    for top in range(len(levels) - 1, 0, -1):  # level 0 is the head, never a top
         level = levels[top]
         if any(cache.get(level.tree, check.digest) is None for check in level.checks):
             continue  # never a top: its own checks did not all run on its tree
@@ -350,8 +392,8 @@ def _with_judgement(
     """The chain with each stacked lane's results: from the top's tree when the stack passed;
     a culprit's failing checks on its own candidate when it did not (the others have none)."""
     judged_chain = list(chain)
-    top_tree = levels[-1].tree if levels else None
-    for level, index in enumerate(stacked):
+    top_tree = levels[-1].tree if len(levels) > 1 else None
+    for level, index in enumerate(stacked, start=1):
         entry = chain[index]
         own = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
         match judged:
@@ -363,11 +405,13 @@ def _with_judgement(
     return judged_chain
 
 
-def stack_record(chain: Sequence[CandidateFacts], check_runs: int) -> StackRecord | None:
+def stack_record(observed: ObservedStack, check_runs: int, carried: int = 0) -> StackRecord | None:
     """What a judged chain says of its stack, for the log and the job summary; None when no
     lane of it was judged (nothing ran, nothing was found)."""
+    chain = observed.chain
     judged = [entry for entry in chain if entry.judged_on is not None]
-    if not judged:
+    on_head = tuple(check.check_id for check, _ in observed.on_head)
+    if not judged and not on_head:
         return None
     culprits = tuple(
         Culprit(
@@ -379,7 +423,7 @@ def stack_record(chain: Sequence[CandidateFacts], check_runs: int) -> StackRecor
         if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
     )
     lanes = tuple(entry.task_id for entry in chain if _verifiable(entry))
-    return StackRecord(lanes, check_runs, culprits)
+    return StackRecord(lanes, check_runs, culprits, carried, on_head)
 
 
 def _culprit(
@@ -409,7 +453,7 @@ def _named(result: CheckResult, check_id: str) -> CheckResult:
 def _build(
     repo: GitRepo,
     key: CandidateKey,
-    task_of_commit: Mapping[str, str],
+    below: Sequence[str],
     intents: IntentMemo,
     judged_at: str,
 ) -> BuiltCandidate:
@@ -417,15 +461,7 @@ def _build(
     build = build_candidate(repo, tip, lane_base, lane_commit)
     checks: ChecksFact | None = None
     if isinstance(build, Candidate):
-        checks = candidate_checks(
-            repo,
-            judged_at,
-            task_id=task_id,
-            lane_base=lane_base,
-            head=tip,
-            task_of_commit=task_of_commit,
-            intents=intents,
-        )
+        checks = candidate_checks(repo, judged_at, task_id=task_id, below=below, intents=intents)
     change = tuple(changed_entries(repo, lane_base, lane_commit))
     links = tree_links(repo, build.commit, change) if isinstance(build, Candidate) else None
     return BuiltCandidate(build, checks, change, links)
@@ -437,6 +473,65 @@ def _verifiable(entry: CandidateFacts) -> bool:
         and isinstance(entry.checks, ChecksFound)
         and refusal_of(entry) is None
     )
+
+
+_CHECK_FILES: dict[tuple[str, tuple[str, ...]], Mapping[str, frozenset[str]]] = {}
+
+
+def check_files(
+    repo: GitRepo, state: BatchRunState, intents: IntentMemo
+) -> Mapping[str, frozenset[str]]:
+    """The repository files (present at the plan's commit) that a task's check runs as its
+    executable or names as an argument, each with the tasks whose checks name it: a lane may
+    change such a file only when its own task's check names it (issue 28 #5). Made once per
+    plan commit: a pass asks for it on every round."""
+    tasks = tuple(child.task_id for child in state.children)
+    key = (state.judged_at, tasks)
+    known = _CHECK_FILES.get(key)
+    if known is not None:
+        return known
+    named: dict[str, set[str]] = {}
+    for task in tasks:
+        found = _owned_checks(repo, state.judged_at, [task], intents)
+        for check in found.checks if isinstance(found, ChecksFound) else ():
+            for path in _named_paths(check):
+                named.setdefault(path, set()).add(task)
+    present = repo.tree_entries(state.judged_at, sorted(named), recursive=False) if named else {}
+    files = {
+        path: frozenset(named[path]) for path, entry in present.items()
+        if path in named and entry.mode not in ("040000", "160000")
+    }  # fmt: skip
+    if len(_CHECK_FILES) > 64:
+        _CHECK_FILES.clear()
+    _CHECK_FILES[key] = files
+    return files
+
+
+def _named_paths(check: Check) -> list[str]:
+    """What a descriptor's command may name as a repository file, as repository paths: its
+    `./` executable (repository-relative) and each argument (read from its cwd)."""
+    command = check.descriptor.command
+    folder = "" if command.cwd == "." else command.cwd
+    named = [_joined("", command.executable[2:])] if command.executable.startswith("./") else []
+    named += [_joined(folder, argument) for argument in command.argv if argument[:1] != "-"]
+    return [path for path in named if path is not None]
+
+
+def _joined(folder: str, relative: str) -> str | None:
+    """`folder/relative` normalised, or None when it leaves the repository or enters .git."""
+    parts: list[str] = []
+    for part in [*folder.split("/"), *relative.split("/")]:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+    if not parts or ".git" in parts:
+        return None
+    return "/".join(parts)
 
 
 def plan_paths(state: BatchRunState, config_file: str) -> frozenset[str]:
@@ -454,26 +549,31 @@ def candidate_checks(
     judged_at: str,
     *,
     task_id: str,
-    lane_base: str,
-    head: str,
-    task_of_commit: Mapping[str, str],
+    below: Sequence[str],
     intents: IntentMemo | None = None,
 ) -> ChecksFact:
     """The descriptors a candidate must pass (SPEC §5.4): the child's acceptance plus that of
-    every sibling integrated since the lane base, read from the intents at `judged_at`, the
-    commit the batch's plan was made from — never from the candidate, whose tree a lane wrote
-    (a docs lane could weaken a sibling's check there; issue 21).
+    every task whose change the tree below it holds (`below`: every integrated task and the
+    lanes stacked under it — not only the siblings landed since its lane base, since a lane
+    whose base holds a task can break it), read from the intents at `judged_at`, the commit
+    the batch's plan was made from — never from the candidate, whose tree a lane wrote (a
+    docs lane could weaken a sibling's check there; issue 21)."""
+    found = _owned_checks(repo, judged_at, [task_id, *below], intents)
+    if isinstance(found, ChecksFound) and not found.checks:
+        return ChecksMissing(None, "none")
+    return found
 
-    The intents are found by blob id in one read of their folder and parsed once per blob
-    (`intents`): a lane that waited behind many others has as many siblings, and the
-    candidates of a chain share nearly all of their intent files."""
-    since = [
-        task_of_commit[c] for c in repo.commits_between(lane_base, head) if c in task_of_commit
-    ]
+
+def _owned_checks(
+    repo: GitRepo, judged_at: str, owners: Sequence[str], intents: IntentMemo | None
+) -> ChecksFact:
+    """The acceptance checks of `owners`, in order. The intents are found by blob id in one
+    read of their folder and parsed once per blob (`intents`): the candidates of a chain, and
+    the passes of a batch, share nearly all of their intent files."""
     memo: IntentMemo = {} if intents is None else intents
     folders: dict[str, Mapping[str, str]] = {}
     checks: list[Check] = []
-    for owner in [task_id, *since]:
+    for owner in owners:
         folder, _, name = intent_path(owner).rpartition("/")
         if folder not in folders:
             folders[folder] = repo.folder_files(judged_at, folder) or {}
@@ -487,8 +587,6 @@ def candidate_checks(
         if isinstance(found, ChecksMissing):
             return found
         checks.extend(found)
-    if not checks:
-        return ChecksMissing(None, "none")
     return ChecksFound(tuple(checks))
 
 

@@ -20,6 +20,7 @@ GITLINK = "lane_gitlink"
 SYMLINK_OUT = "lane_symlink_outside"
 OUTSIDE_SCOPE = "lane_outside_scope"
 TOUCHES_PLAN = "lane_touches_plan"
+TOUCHES_CHECK = "lane_touches_check"
 
 LINK_MODE = "120000"
 GITLINK_MODE = "160000"
@@ -38,19 +39,32 @@ def lane_change_refusal(
     scope_hint: Sequence[str],
     plan_paths: Collection[str] = (),
     tree_links: Mapping[str, str] | None = None,
+    *,
+    check_files: Mapping[str, Collection[str]] | None = None,
+    task_id: str | None = None,
 ) -> str | None:
     """Why these changes must not land, naming the paths; None when they may. `plan_paths`:
     the files what the batch is judged by comes from — its intents, its initiative, the
     config — which no lane may change, whatever its scope (ADR 0034). `tree_links`: every
     link of the tree the change makes (path -> target), when the change adds, changes or
     removes a link: then every link is resolved again through the others, since one new link
-    (`out/r -> ..`) changes where an old one leads."""
+    (`out/r -> ..`) changes where an old one leads. `check_files`: the repository files the
+    plan's checks run or name (path -> the tasks whose checks do), which only those tasks may
+    change (issue 28: a lane rewriting the script a sibling's check runs)."""
     git_paths = [e.path for e in entries if ".git" in e.path.lower().split("/")]
     if git_paths:
         return f"{GIT_PATH}: {listed(sorted(git_paths))}"
     touched = [e.path for e in entries if e.path in plan_paths]
     if touched:
         return f"{TOUCHES_PLAN}: {listed(sorted(touched))}"
+    owned = check_files or {}
+    foreign = sorted(
+        f"{e.path} ({', '.join(sorted(owned[e.path]))})"
+        for e in entries
+        if e.path in owned and task_id not in owned[e.path]
+    )
+    if foreign:
+        return f"{TOUCHES_CHECK}: {listed(foreign)}"
     gitlinks = [e.path for e in entries if e.mode == GITLINK_MODE]
     if gitlinks:
         return f"{GITLINK}: {listed(sorted(gitlinks))}"

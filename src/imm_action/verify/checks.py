@@ -18,6 +18,7 @@ from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
+from imm_action.plan.glob import scope_covers
 from imm_action.verify.check_setup import CheckPlace, Prepared
 from imm_action.verify.isolation import CheckArea
 from imm_action.verify.sandbox import Sandbox, run_command
@@ -35,7 +36,10 @@ class Check:
 
 
 def descriptor_digest(descriptor: VerificationDescriptor) -> str:
-    return sha256_digest(json.dumps(descriptor.model_dump(mode="json"), sort_keys=True))
+    dumped = descriptor.model_dump(mode="json")
+    if dumped.get("reads") is None:  # the digest of every descriptor written before `reads`
+        dumped.pop("reads", None)
+    return sha256_digest(json.dumps(dumped, sort_keys=True))
 
 
 class ResultCache:
@@ -45,10 +49,16 @@ class ResultCache:
         self._lock = threading.Lock()
         self._tree_locks: dict[str, threading.Lock] = {}
         self._results: dict[tuple[str, str], CheckResult] = {}
+        # a check's first and second fresh run on the batch head (stack.py), by attempt
+        self._again: dict[tuple[str, str, int], CheckResult] = {}
+        # per digest, the last tree it passed on: what a descriptor that declares what it
+        # reads carries over to a tree that changed none of that
+        self._last_pass: dict[str, str] = {}
         self._stored: CheckCache | None = None
         for entry in stored.entries if stored else ():
             if entry.result.passed:  # (states written before failures stopped being stored)
                 self._results[(entry.tree, entry.descriptor_digest)] = entry.result
+                self._last_pass[entry.descriptor_digest] = entry.tree
 
     def tree_lock(self, tree: str) -> threading.Lock:
         """Held while a tree is verified, so two workers never run its checks twice."""
@@ -62,7 +72,28 @@ class ResultCache:
     def put(self, tree: str, digest: str, result: CheckResult) -> None:
         with self._lock:
             self._results[(tree, digest)] = result
+            if result.passed:
+                self._last_pass[digest] = tree
             self._stored = None
+
+    def last_pass(self, digest: str) -> tuple[str, CheckResult] | None:
+        """The newest tree `digest` passed on, with that result."""
+        with self._lock:
+            tree = self._last_pass.get(digest)
+            return None if tree is None else (tree, self._results[(tree, digest)])
+
+    def get_again(self, tree: str, digest: str, attempt: int) -> CheckResult | None:
+        with self._lock:
+            return self._again.get((tree, digest, attempt))
+
+    def put_again(self, tree: str, digest: str, attempt: int, result: CheckResult) -> None:
+        """A fresh run of a check on the batch head (attempt 1 or 2)."""
+        with self._lock:
+            self._again[(tree, digest, attempt)] = result
+
+    def entries_again(self) -> list[tuple[str, str, int, CheckResult]]:
+        with self._lock:
+            return [(tree, digest, n, result) for (tree, digest, n), result in self._again.items()]
 
     def entries(self) -> list[tuple[str, str, CheckResult]]:
         """Every (tree, digest, result) known, failures too."""
@@ -114,6 +145,8 @@ class Verifier:
         self._on_result = on_result
         self._counted = threading.Lock()
         self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
+        self.carried = 0  # checks whose last pass it carried over (nothing they read changed)
+        self._changes: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
         if len(jobs) <= 1:
@@ -139,6 +172,45 @@ class Verifier:
                     list(pool.map(lambda share: self._verify(tree, share, None), shares))
             return self._verify(tree, list(checks), None)
 
+    def verify_again(self, tree: str, checks: Sequence[Check], attempt: int) -> list[CheckResult]:
+        """Run `checks` on `tree` afresh, whatever the cache holds (attempt 1 or 2): a check
+        failing on the stack's top is tried on the batch head itself before anyone is blamed
+        (rare: one environment group at a time)."""
+        found: dict[str, CheckResult] = {}
+        with self.cache.tree_lock(tree):
+            unique = list({check.digest: check for check in checks}.values())
+            for environment, group in _by_environment(unique):
+                for check, raw in self._run_group(tree, environment, group, None):
+                    found[check.digest] = self._counted_result(tree, raw)
+        for digest, result in found.items():
+            self.cache.put_again(tree, digest, attempt, result)
+        return [found[check.digest].model_copy(update={"check_id": check.check_id})
+                for check in checks]  # fmt: skip
+
+    def _counted_result(self, tree: str, raw: CheckResult) -> CheckResult:
+        result = mask_result(self._mask, raw)
+        with self._counted:
+            self.runs += 1
+        if self._on_result is not None:
+            self._on_result(tree, result)
+        return result
+
+    def _carried(self, tree: str, check: Check) -> CheckResult | None:
+        """The check's last pass, when it declares what it reads and nothing of that changed
+        between the tree it passed on and `tree` (SPEC §5.4): no run needed."""
+        reads = check.descriptor.reads
+        last = self.cache.last_pass(check.digest) if reads else None
+        if reads is None or last is None:
+            return None
+        passed_on, result = last
+        changed = self._changes.get((passed_on, tree))
+        if changed is None:
+            changed = tuple(self._repo.changed_paths(passed_on, tree))
+            self._changes[(passed_on, tree)] = changed
+        if any(scope_covers(reads, path) for path in changed):
+            return None
+        return result.model_copy(update={"carried_over": True, "duration_ms": 0})
+
     def verify(
         self, tree: str, checks: Iterable[Check], *, at: CheckoutTree | None = None
     ) -> list[CheckResult]:
@@ -154,19 +226,21 @@ class Verifier:
         pending: dict[str, Check] = {}
         for check in checks:
             cached = self.cache.get(tree, check.digest)
+            if cached is None and check.digest not in pending:
+                cached = self._carried(tree, check)
+                if cached is not None:
+                    self.cache.put(tree, check.digest, cached)
+                    with self._counted:
+                        self.carried += 1
             if cached is not None:
                 by_digest[check.digest] = cached
             else:
                 pending.setdefault(check.digest, check)
         for environment, group in _by_environment(list(pending.values())):
             for check, raw in self._run_group(tree, environment, group, at):
-                result = mask_result(self._mask, raw)
-                with self._counted:
-                    self.runs += 1
+                result = self._counted_result(tree, raw)
                 self.cache.put(tree, check.digest, result)
                 by_digest[check.digest] = result
-                if self._on_result is not None:
-                    self._on_result(tree, result)
         return [
             by_digest[check.digest].model_copy(update={"check_id": check.check_id})
             for check in checks
