@@ -171,7 +171,7 @@ def test_a_commit_pushed_while_no_lane_runs_is_adopted(tmp_path: Path) -> None:
     assert stored.state.batch_state == "completed"
 
 
-def test_a_force_push_dropping_a_recorded_commit_fails_the_batch_and_overwrites_nothing(
+def test_a_force_push_dropping_a_recorded_commit_fails_the_batch_and_loses_nothing(
     tmp_path: Path,
 ) -> None:
     repo = make_project(tmp_path / "r", {"a": [], "b": []})
@@ -187,11 +187,12 @@ def test_a_force_push_dropping_a_recorded_commit_fails_the_batch_and_overwrites_
     assert stored.state.batch_state == "failed"
     assert states(repo)["b"] == "needs_human"
     assert (reasons(repo)["b"] or "").startswith("batch_head_lineage_broken: imm/init moved to")
-    assert head_of(repo, "imm/init") == rewritten
+    # the rewrite is kept aside, the branch back at its last verified head
+    assert head_of(repo, "imm/init") == stored.state.commits[-1]
+    assert head_of(repo, f"refs/imm/quarantine/{stored.state.batch_id}/1") == rewritten
     with pytest.raises(UsageError, match="holds work that is not in main"):
-        run_pass(repo)  # no new batch may reset the branch someone rewrote
+        run_pass(repo)  # no new batch may reset the branch that holds the batch's work
     assert current(repo).commit == stored.commit
-    assert head_of(repo, "imm/init") == rewritten
 
 
 def test_an_idle_pass_writes_no_new_state(tmp_path: Path) -> None:

@@ -322,3 +322,26 @@ def test_a_lane_may_rewrite_the_script_its_own_check_runs(tmp_path: Path) -> Non
     run_pass(repo)
     work(repo, "c", {"c.txt": "good\n", "scripts/check_c.sh": "grep -qx good c.txt\n"})
     assert run_pass(repo).integrated == ("c",)
+
+
+# -- the branch holds only verified work -----------------------------------------------------
+def test_a_refused_foreign_commit_is_quarantined_and_the_branch_put_back(tmp_path: Path) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_pass(repo)
+    work(repo, "a")
+    run_pass(repo)  # a lands; b's lane is still at work
+    verified = head_of(repo, "imm/init")
+    (repo / "x.txt").write_text("pushed by hand\n")
+    git(repo, "add", "x.txt")
+    tree = git(repo, "write-tree").strip()
+    foreign = git(repo, "commit-tree", tree, "-p", verified, "-m", "by hand").strip()
+    git(repo, "update-ref", "refs/heads/imm/init", foreign)
+    run_pass(repo)
+    stored = current(repo)
+    batch = stored.state.batch_id
+    assert stored.state.batch_state == "failed"
+    assert head_of(repo, "imm/init") == verified
+    assert head_of(repo, f"refs/imm/quarantine/{batch}/1") == foreign
+    assert stored.report is not None
+    assert f"kept as refs/imm/quarantine/{batch}/1" in stored.report.reason
+    assert f"imm/init is put back to {verified}" in stored.report.reason

@@ -50,6 +50,7 @@ from imm_action.lanes.runners import (
     Running,
 )
 from imm_action.model.outcome import CheckResult, Failure, carries_trailer
+from imm_action.model.refs import quarantine_ref
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
@@ -110,6 +111,16 @@ class BatchDecision:
     notes: tuple[str, ...] = ()
     settled: bool = False
     plan_changed: bool = False
+    # a refused foreign head to keep aside (`quarantine` ref) while the branch is put back to
+    # the last verified head, in the same write
+    quarantine: Quarantine | None = None
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    foreign: str  # the head someone else moved the branch to
+    ref: str  # where it is kept
+    restored: str  # the last verified head the branch goes back to
 
 
 @dataclass(frozen=True)
@@ -220,7 +231,16 @@ def decide_batch(
     if isinstance(lineage, str):
         if facts.reads < RECHECKS_BEFORE_BELIEVING:
             return Reread(lineage)
-        return BatchDecision(t.fail_lineage(state, lineage), settled=True)
+        head = facts.head
+        if head.head is None:  # deleted: nothing to keep aside
+            return BatchDecision(t.fail_lineage(state, lineage), settled=True)
+        kept = Quarantine(head.head, quarantine_ref(state.batch_id, head.quarantined + 1),
+                          head.recorded)  # fmt: skip
+        lineage += (
+            f"; the foreign head is kept as {kept.ref} and {state.branch} is put back to "
+            f"{kept.restored}, its last verified head"
+        )
+        return BatchDecision(t.fail_lineage(state, lineage), settled=True, quarantine=kept)
     state, notes = lineage
     state, lane_notes = decide_lanes(state, facts.lanes)
     return BatchDecision(state, (*notes, *lane_notes))

@@ -33,6 +33,7 @@ class HeadFacts:
     recorded: str  # the newest head the state recorded: base, last integration or adoption
     contains_recorded: bool  # whether `recorded` is an ancestor of (or equal to) `head`
     since_recorded: tuple[CommitFact, ...] = ()  # recorded..head, oldest first
+    quarantined: int = 0  # foreign heads of this batch kept aside already (read when moved)
 
 
 @dataclass(frozen=True)

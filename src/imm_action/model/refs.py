@@ -5,6 +5,7 @@ from __future__ import annotations
 BATCHES = "refs/imm/batches/"
 LANES = "refs/imm/lanes/"
 LATEST = "refs/imm/latest/"
+QUARANTINE = "refs/imm/quarantine/"
 
 
 def batch_state_ref(batch_id: str) -> str:
@@ -31,3 +32,9 @@ def lane_branch(slug: str, task_id: str) -> str:
 
 def heads(branch: str) -> str:
     return f"refs/heads/{branch}"
+
+
+def quarantine_ref(batch_id: str, number: int) -> str:
+    """Where a foreign commit refused on the batch branch is kept (SPEC §5.4): never lost,
+    never on the branch people merge."""
+    return f"{QUARANTINE}{batch_id}/{number}"

@@ -212,7 +212,17 @@ class _Pass:
         for note in decision.notes:
             self.ports.log(note)
         if decision.settled or head is None:
-            settled = self.apply.persist(stored, decision.state, self._settled(decision))
+            also: list[RefUpdate] = []
+            kept = decision.quarantine
+            if kept is not None:
+                # the branch people merge holds only verified work: the foreign head goes
+                # aside, and the branch back to the last verified head, with the state
+                also = [
+                    RefUpdate(self.branch_ref, kept.restored, kept.foreign),
+                    RefUpdate(kept.ref, kept.foreign, None),
+                ]
+                head = kept.restored
+            settled = self.apply.persist(stored, decision.state, self._settled(decision), also)
             return _Done(settled, head=head)
         return self._go_on(stored, decision.state, head)
 

@@ -49,7 +49,7 @@ from imm_action.model.config import CONFIG_PATH
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import CheckResult, LaneOutcome
-from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
+from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
@@ -65,12 +65,15 @@ def recorded_head(repo: GitRepo, state: BatchRunState) -> str:
     return newest
 
 
-def observe_head(repo: GitRepo, state: BatchRunState, head: str | None) -> HeadFacts:
+def observe_head(
+    repo: GitRepo, state: BatchRunState, head: str | None, refs: RefStore | None = None
+) -> HeadFacts:
     recorded = recorded_head(repo, state)
     if head is None or head == recorded:
         return HeadFacts(head, recorded, contains_recorded=head is not None)
+    kept = len(refs.list(f"{QUARANTINE}{state.batch_id}/")) if refs is not None else 0
     if not repo.is_ancestor(recorded, head):
-        return HeadFacts(head, recorded, contains_recorded=False)
+        return HeadFacts(head, recorded, contains_recorded=False, quarantined=kept)
     since = repo.commits_between(recorded, head)
     infos = [repo.commit(oid) for oid in since]
     commits = tuple(
@@ -83,7 +86,7 @@ def observe_head(repo: GitRepo, state: BatchRunState, head: str | None) -> HeadF
         )
         for info in infos
     )
-    return HeadFacts(head, recorded, True, commits)
+    return HeadFacts(head, recorded, True, commits, kept)
 
 
 def observe_lanes(
@@ -159,7 +162,7 @@ def _at_work(
 def observe_pass(
     refs: RefStore, state: BatchRunState, head: str | None, runners: LaneRunners, reads: int
 ) -> PassFacts:
-    head_facts = observe_head(refs.repo, state, head)
+    head_facts = observe_head(refs.repo, state, head, refs)
     lanes = observe_lanes(refs, state, runners) if head_facts.contains_recorded else {}
     return PassFacts(head_facts, lanes, reads)
 
