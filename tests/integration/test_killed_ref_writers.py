@@ -95,3 +95,64 @@ def test_a_packed_refs_lock_is_left_alone_when_no_writer_of_ours_was_killed(
     with pytest.raises(GitConflict):
         GitRepo(repo).compare_and_swap([RefUpdate(REF, None, head)])
     assert packed_lock.exists()
+
+
+# the user's own git at work: a transaction deleting a ref of theirs, prepared (it holds
+# packed-refs.lock open) and committed when told
+USERS_GIT = """
+import subprocess, sys
+repo, ref = sys.argv[1], sys.argv[2]
+git = subprocess.Popen(["git", "update-ref", "--stdin"], cwd=repo,
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+git.stdin.write(f"start\\ndelete {ref}\\nprepare\\n".encode())
+git.stdin.flush()
+git.stdout.readline(), git.stdout.readline()
+print("holding", flush=True)
+sys.stdin.readline()
+git.stdin.write(b"commit\\n")
+git.stdin.close()
+git.stdout.read()
+sys.exit(git.wait())
+"""
+
+
+def test_the_users_git_holding_packed_refs_lock_after_a_killed_writer_of_ours_keeps_it(
+    tmp_path: Path,
+) -> None:
+    repo, head = _repo_with_ref(tmp_path)
+    users_ref = "refs/heads/users-branch"
+    git(repo, "update-ref", users_ref, head)
+    # a writer of ours was killed a moment ago, leaving only its mark
+    (repo / ".git" / "imm-refs.lock").write_text(f"{time.time() - 2:.3f}\n")
+    users = subprocess.Popen(
+        [sys.executable, "-c", USERS_GIT, str(repo), users_ref],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert users.stdout is not None
+    assert users.stdin is not None
+    assert users.stdout.readline() == b"holding\n"
+    packed_lock = repo / ".git" / "packed-refs.lock"
+    assert packed_lock.exists()
+    with pytest.raises(GitConflict) as lost:
+        GitRepo(repo).compare_and_swap([RefUpdate(REF, None, head)])
+    assert "packed-refs.lock': File exists" in lost.value.stderr  # git names the file
+    assert packed_lock.exists()  # theirs, live: never removed
+    users.stdin.write(b"go\n")
+    users.stdin.close()
+    assert users.wait() == 0  # their update was not lost
+    users.stdout.close()
+    assert git(repo, "for-each-ref", users_ref) == ""
+    GitRepo(repo).compare_and_swap([RefUpdate(REF, None, head)])  # then ours goes through
+    assert GitRepo(repo).read_refs([REF]) == {REF: None}
+
+
+def test_a_packed_refs_lock_made_long_after_our_killed_writer_began_is_not_its(
+    tmp_path: Path,
+) -> None:
+    repo, head = _repo_with_ref(tmp_path)
+    (repo / ".git" / "imm-refs.lock").write_text(f"{time.time() - 3600:.3f}\n")
+    packed_lock = repo / ".git" / "packed-refs.lock"
+    packed_lock.write_text("")  # made now, by someone else's git (ended or not)
+    with pytest.raises(GitConflict):
+        GitRepo(repo).compare_and_swap([RefUpdate(REF, None, head)])
+    assert packed_lock.exists()

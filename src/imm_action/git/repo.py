@@ -20,7 +20,7 @@ from typing import BinaryIO, Literal
 
 from imm_action.git.errors import GitConflict, GitFatal
 from imm_action.git.ref_files import read_head_branch, read_ref_files
-from imm_action.git.runner import GitRunner
+from imm_action.git.runner import IMM_GIT_MARK, GitRunner
 
 ZERO_OID = "0" * 40
 # Where imm's refs live (batch branches, lane branches, batch state and outcomes, the mirror of
@@ -764,19 +764,53 @@ def _mark_writer(lock: BinaryIO, mark: bytes) -> None:
     lock.flush()
 
 
+# How long a writer of ours may hold the ref lock at the most: a local ref transaction takes
+# milliseconds. A `packed-refs.lock` made later than this after a killed writer began is not its.
+WRITER_SECONDS = 60.0
+
+
 def _drop_stale_packed_refs_lock(common: Path, mark: bytes) -> None:
     """`mark`: what the ref lock file held when taken; a time when a writer of ours that was
-    killed began. A `packed-refs.lock` made since then is that writer's (git holds it for
-    milliseconds); one older belongs to someone else's git still at work, and stays."""
+    killed began. A `packed-refs.lock` is that writer's debris only when it was made while that
+    writer could have been at work (from its start to WRITER_SECONDS later) and no other git is
+    at work in the repository (git closes the lock file as soon as it holds it, so the file
+    itself does not say whether its git lives). Anything else belongs to someone else's git,
+    and stays: the transaction then fails as a lost race, and the pass that gives up names the
+    file (issue 28 #7)."""
     try:
         began = float(mark.decode().strip())
     except ValueError:
         return  # no writer of ours died at work
     packed = common / "packed-refs.lock"
     with contextlib.suppress(FileNotFoundError):
+        made = packed.stat().st_mtime
         # mtimes are whole seconds on some file systems: a second's leeway
-        if packed.stat().st_mtime >= began - 1.0:
+        if began - 1.0 <= made <= began + WRITER_SECONDS and not _git_at_work(common):
             packed.unlink()
+
+
+def _git_at_work(common: Path) -> bool:
+    """Whether a git that is not imm's (it lacks the mark every git imm runs carries) works
+    in the repository: its folder is inside the repository's work tree or git directory,
+    lanes' trees (under `<git dir>/imm`) aside. Processes of other users, which this one may
+    not look into, are not asked: the user's git runs as the user."""
+    root = common.parent if common.name == ".git" else common
+    places = (str(root.resolve()), str(common.resolve()))
+    ours = str((common / "imm").resolve())
+    mark = f"\0{IMM_GIT_MARK}=1\0".encode()
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            if (process / "comm").read_text().strip() != "git":
+                continue
+            folder = os.readlink(process / "cwd")
+            environment = b"\0" + (process / "environ").read_bytes()
+        except OSError:
+            continue  # ended meanwhile, or another user's
+        inside = any(folder == place or folder.startswith(place + "/") for place in places)
+        in_a_lane = folder == ours or folder.startswith(ours + "/")
+        if inside and not in_a_lane and mark not in environment:
+            return True
+    return False
 
 
 def _drop_stale_ref_locks(directory: Path) -> None:

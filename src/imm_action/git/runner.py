@@ -234,11 +234,16 @@ class GitRunner:
             GIT_CONFIG_NOSYSTEM="1",
             LC_ALL="C",
         )
+        base[IMM_GIT_MARK] = "1"  # a git of imm's own, not the user's (GitRepo.refs_locked)
         base.update(self._env)
         if extra:
             base.update(extra)
         return base
 
+
+# In the environment of every git imm runs: what tells imm's own gits from the user's when a
+# lock file of git's is found in the way.
+IMM_GIT_MARK = "IMM_ACTION_GIT"
 
 # Only what git needs to find itself, its config and the user's identity; never tokens.
 _INHERITED = frozenset(
