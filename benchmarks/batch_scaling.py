@@ -24,6 +24,7 @@ loaded the machine was; the load average is printed too.
     python benchmarks/batch_scaling.py --baseline-src ../old/src   # and the old imm, same run
     python benchmarks/batch_scaling.py --sizes 50,200 --runs 3     # median of 3 runs per N
     python benchmarks/batch_scaling.py --checks shared   # one `true` check shared by all tasks
+    python benchmarks/batch_scaling.py --checks own-reads   # each check declares what it reads
 
 Every task has a check of its own by default, and the row says how many descriptor runs the
 integrator made per task (`checks/task`): a shared check hides that cost.
@@ -67,11 +68,19 @@ def make_dag(tasks: int) -> dict[str, list[str]]:
 
 
 def write_project(
-    root: Path, graph: dict[str, list[str]], lanes: int, checks: Path | None = None
+    root: Path,
+    graph: dict[str, list[str]],
+    lanes: int,
+    checks: Path | None = None,
+    *,
+    reads: bool = False,
 ) -> None:
     """`checks`: every task has a check of its own, which logs its run there (the shape users
     have: each task brings its tests). None: every task shares one trivial check (`true`),
-    which the (tree, descriptor) cache runs once per tree and so hides the integrator's cost."""
+    which the (tree, descriptor) cache runs once per tree and so hides the integrator's cost.
+    `reads`: each check declares the one file it reads (its task's), so a move that does not
+    change it carries its last pass over; without, every integrated task's check runs again on
+    every move of the branch (SPEC §5.4)."""
     # the executor sees only an allowlist of the environment, plus what the config names
     config = f"max_parallel: {lanes}\nexecutor_env: [BENCH_SECONDS, BENCH_TIMES]\n"
     commands = {
@@ -80,7 +89,8 @@ def write_project(
         else {"executable": "true", "argv": [], "timeout_ms": 60000}
         for task in graph
     }
-    generated_project(root, "bench", graph, commands, config=config)
+    declared = {task: [f"{task}.txt"] for task in graph} if reads else None
+    generated_project(root, "bench", graph, commands, config=config, reads=declared)
 
 
 def calibrate() -> float:
@@ -146,13 +156,19 @@ def slot_occupancy(events: str, graph: dict[str, list[str]], lanes: int) -> floa
 
 
 def run_one(
-    tasks: int, lanes: int, seconds: float, source: str | None = None, *, own_checks: bool = True
+    tasks: int,
+    lanes: int,
+    seconds: float,
+    source: str | None = None,
+    *,
+    own_checks: bool = True,
+    reads: bool = False,
 ) -> dict[str, float]:
     graph = make_dag(tasks)
     durations = dict.fromkeys(graph, seconds)
     scratch, repo, checks = scratch_with_repo("imm-scaling-", "checks.txt")
     try:
-        write_project(repo, graph, lanes, checks if own_checks else None)
+        write_project(repo, graph, lanes, checks if own_checks else None, reads=reads)
         times = scratch / "times.txt"
         times.touch()
         env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times)}
@@ -197,9 +213,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="N = 20, 60")
     parser.add_argument(
         "--checks",
-        choices=("own", "shared"),
+        choices=("own", "own-reads", "shared"),
         default="own",
-        help="own: each task a check of its own (default); shared: one `true` for every task",
+        help="own: each task a check of its own, every integrated one run again on every move "
+        "(default); own-reads: the same, each declaring the file it reads; shared: one `true` "
+        "for every task",
     )
     parser.add_argument(
         "--runs",
@@ -223,10 +241,12 @@ def main() -> int:
         {int(n) for n in args.baseline_sizes.split(",")} if args.baseline_sizes else set(sizes)
     )
     lanes, seconds = args.lanes, args.seconds
-    own = args.checks == "own"
+    own = args.checks != "shared"
+    reads = args.checks == "own-reads"
     print(
         f"batch scaling: {lanes} lanes, executors sleeping {seconds} s, chains of 3 and pairs, "
         + ("each task a check of its own" if own else "one shared trivial check")
+        + (" declaring what it reads" if reads else "")
     )
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"calibration: 100 git processes in {calibrate():.2f} s")
@@ -245,7 +265,8 @@ def main() -> int:
     for tasks, count in zip(sizes, runs, strict=True):
         figures = _median(
             [
-                run_one(tasks, lanes, seconds, own_checks=own) | {"load": os.getloadavg()[0]}
+                run_one(tasks, lanes, seconds, own_checks=own, reads=reads)
+                | {"load": os.getloadavg()[0]}
                 for _ in range(count)
             ]
         )
@@ -265,7 +286,7 @@ def main() -> int:
         if args.baseline_src and tasks in baseline_sizes:
             old = _median(
                 [
-                    run_one(tasks, lanes, seconds, args.baseline_src, own_checks=own)
+                    run_one(tasks, lanes, seconds, args.baseline_src, own_checks=own, reads=reads)
                     | {"load": os.getloadavg()[0]}
                     for _ in range(count)
                 ]

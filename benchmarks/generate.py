@@ -95,11 +95,15 @@ def write_initiative(root: Path, slug: str, tasks: int) -> Path:
     return root
 
 
-def command_check(command: Mapping[str, object]) -> str:
-    """A verification descriptor (its JSON text) running `command`."""
-    return json.dumps(
-        {"contract": "assurance_kernel/verification_descriptor/v2", "command": command}
-    )
+def command_check(command: Mapping[str, object], reads: Sequence[str] | None = None) -> str:
+    """A verification descriptor (its JSON text) running `command`; `reads`: the paths it
+    declares its result depends on (a move changing none of them carries its pass over)."""
+    descriptor: dict[str, object] = {
+        "contract": "assurance_kernel/verification_descriptor/v2", "command": command
+    }  # fmt: skip
+    if reads is not None:
+        descriptor["reads"] = list(reads)
+    return json.dumps(descriptor)
 
 
 def own_check(
@@ -122,11 +126,13 @@ def write_project(
     *,
     config: str = "",
     files: Mapping[str, str] | None = None,
+    reads: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """A repository holding one initiative of `graph`'s tasks (task -> the tasks it needs),
     each with an intent whose one acceptance check runs `checks[task]` and whose scope is its
     own `<task>.txt`, with `config` as `.github/imm.yml` and `files` beside them, committed on
-    `main` with a pinned identity: what the batch benchmarks run imm on."""
+    `main` with a pinned identity: what the batch benchmarks run imm on. `reads`: per task,
+    the paths its check declares it reads."""
     (root / "docs/plans").mkdir(parents=True)
     (root / "docs/initiatives").mkdir(parents=True)
     (root / ".github").mkdir()
@@ -135,7 +141,7 @@ def write_project(
     for task, needs in graph.items():
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         lines += ["Blocked by: " + ", ".join(needs)] if needs else []
-        verification = command_check(checks[task])
+        verification = command_check(checks[task], (reads or {}).get(task))
         intent = {
             "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
             "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],

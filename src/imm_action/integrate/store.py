@@ -290,10 +290,14 @@ class _Snapshot:
             known[child.task_id] = child
         _check_header(state)
         new_checks: dict[str, str | None] = {}
+        kept: set[str] = set()
         for entry in cache.entries:
             name = _check_name(entry.tree, entry.descriptor_digest)
+            kept.add(name)
             if self.checks.get(name) is None:
                 new_checks[name] = repo.write_object("blob", canonical_model_text(entry).encode())
+        # what the cache no longer holds goes: a check's pass on a tree the branch moved past
+        new_checks.update((name, None) for name, _ in self.checks.files() if name not in kept)
         children = self.children.with_files(repo, changed)
         checks = self.checks.with_files(repo, new_checks)
         head = json.loads(state.model_dump_json(by_alias=True, exclude={"children"}))

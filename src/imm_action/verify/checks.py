@@ -54,11 +54,14 @@ class ResultCache:
         # per digest, the last tree it passed on: what a descriptor that declares what it
         # reads carries over to a tree that changed none of that
         self._last_pass: dict[str, str] = {}
+        # per digest, the last tree it ran and passed on: what the state keeps (a carried
+        # pass is derived again from it, cheaply)
+        self._last_run: dict[str, str] = {}
         self._stored: CheckCache | None = None
         for entry in stored.entries if stored else ():
             if entry.result.passed:  # (states written before failures stopped being stored)
-                self._results[(entry.tree, entry.descriptor_digest)] = entry.result
-                self._last_pass[entry.descriptor_digest] = entry.tree
+                self.put(entry.tree, entry.descriptor_digest, entry.result)
+        self._stored = None
 
     def tree_lock(self, tree: str) -> threading.Lock:
         """Held while a tree is verified, so two workers never run its checks twice."""
@@ -74,7 +77,9 @@ class ResultCache:
             self._results[(tree, digest)] = result
             if result.passed:
                 self._last_pass[digest] = tree
-            self._stored = None
+                if not result.carried_over:
+                    self._last_run[digest] = tree
+                    self._stored = None
 
     def last_pass(self, digest: str) -> tuple[str, CheckResult] | None:
         """The newest tree `digest` passed on, with that result."""
@@ -101,16 +106,22 @@ class ResultCache:
             return [(tree, digest, result) for (tree, digest), result in self._results.items()]
 
     def stored(self) -> CheckCache:
-        """The cache as the state stores it; built again only after a `put` (every write of
-        the state asks for it). Only passes are kept past the pass that ran them: a failure
-        may be a timeout on a loaded runner, and `imm retry` of the same tree must run the
-        check again, not park it from the cache."""
+        """The cache as the state stores it; built again only after a `put` of a check run
+        (every write of the state asks for it). Per descriptor only its newest run that passed
+        is kept: the branch only moves on, so an older tree is not asked about again, and every
+        integrated task's check is owed on every move (SPEC §5.4) — keeping every (tree,
+        descriptor) pair would grow the state by the whole branch's checks on every move. A
+        pass carried over is not kept: the next pass carries it again from the run. Failures
+        are not kept past the pass that ran them: a failure may be a timeout on a loaded
+        runner, and `imm retry` of the same tree must run the check again, not park it from
+        the cache."""
         with self._lock:
             if self._stored is None:
                 entries = [
-                    CachedCheck(tree=tree, descriptor_digest=digest, result=result)
-                    for (tree, digest), result in sorted(self._results.items())
-                    if result.passed
+                    CachedCheck(
+                        tree=tree, descriptor_digest=digest, result=self._results[(tree, digest)]
+                    )
+                    for digest, tree in sorted(self._last_run.items(), key=lambda i: (i[1], i[0]))
                 ]
                 self._stored = CheckCache(entries=entries)
             return self._stored
