@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -345,3 +346,22 @@ def test_a_refused_foreign_commit_is_quarantined_and_the_branch_put_back(tmp_pat
     assert stored.report is not None
     assert f"kept as refs/imm/quarantine/{batch}/1" in stored.report.reason
     assert f"imm/init is put back to {verified}" in stored.report.reason
+
+
+def test_a_lane_check_changing_ten_thousand_files_parks_its_task_and_the_batch_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    executor = shlex.join([sys.executable, str(Path(__file__).parents[1] / "lane_executor.py")])
+    repo = make_project(tmp_path / "r", {"a": [], "b": []}, checks={"a": _FLOOD},
+                        extra_files=_GENERATED)  # fmt: skip
+    code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
+    assert code == 1, err
+    states = _states(repo)
+    assert states["a"] == ("needs_human", "QA failure limit reached")
+    assert states["b"] == ("integrated", "")
+    (failure,) = next(c for c in current(repo).state.children if c.task_id == "a").failures
+    assert len(failure.changed_outside) == 100
+    assert failure.changed_outside[-1] == "… and 9901 more"
