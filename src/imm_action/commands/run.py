@@ -81,6 +81,9 @@ def run(args: RunArgs, ports: Ports) -> int:
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
     print_report(stored, "json" if args.json else "text", io, batch_repo.root, args.executor)
+    integration = coordinator.view.integration_line()
+    if integration is not None and not args.json:
+        io.say(integration)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
 
 

@@ -27,6 +27,7 @@ from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
+from imm_action.text import plural
 from imm_action.verify.checks import ResultCache
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
@@ -44,6 +45,20 @@ class CoordinatorView:
     state: BatchRunState | None = None
     running: dict[str, RunningLane] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    # integration over the whole run: stacks verified, checks run, checks carried over
+    stacks: int = 0
+    check_runs: int = 0
+    checks_carried: int = 0
+
+    def integration_line(self) -> str | None:
+        """What integration cost in this run, for the closing report; None when nothing was
+        verified."""
+        if not self.stacks:
+            return None
+        return (
+            f"integration: {plural(self.stacks, 'stack')} verified, "
+            f"{plural(self.check_runs, 'check run')}, {self.checks_carried} carried over"
+        )
 
 
 @dataclass(frozen=True)
@@ -163,6 +178,10 @@ class Coordinator:
         )
         self.request = request
         result = reconcile(request, ports, self.results)
+        for stack in result.stacks:
+            self.view.stacks += 1
+            self.view.check_runs += stack.check_runs
+            self.view.checks_carried += stack.carried
         if self.checks.failures_seen:
             # the pass used the failures the worker found; a failure never outlives that
             # pass (a later retry of the same tree runs its check again), passes are kept

@@ -373,7 +373,7 @@ class _Pass:
             chain = observed.chain
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)
-            record = stack_record(observed, verifier.runs, verifier.carried)
+            record = stack_record(observed, verifier, self.request.verify)
             if record is not None:
                 self.stacks.append(record)
                 self.ports.log(record.line())

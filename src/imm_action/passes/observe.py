@@ -213,6 +213,8 @@ class ObservedStack:
     chain: list[CandidateFacts]
     on_head: tuple[tuple[Check, CheckResult], ...] = ()
     head_checks: int = 0  # distinct checks every level is judged by: those the branch holds
+    probes: int = 0  # (tree, check) results the judgement used
+    carried: int = 0  # of those, passes carried over (nothing the check reads changed)
 
 
 def observe_candidates(
@@ -244,18 +246,33 @@ def observe_candidates(
     head_level = StackLevel(repo.commit(head).tree, held)
     levels = [head_level, *(_level(chain[index]) for index in stacked)]
     held_count = len({check.digest for check in held})
+    used: dict[tuple[int, str, int], CheckResult] = {}
     if verify:
         top = len(levels) - 1
-        judged = judge_stack(levels, _running(verifier, levels), verifier.workers)
+        judged = judge_stack(levels, _counted(_running(verifier, levels), used), verifier.workers)
     else:
-        top, judged = _judged_prefix(levels, verifier.cache, verifier.workers)
+        top, judged = _judged_prefix(levels, verifier.cache, verifier.workers, used)
     if judged is None or top < 1:
         # nothing judged: the lanes refused below the stack are all that can be decided
         return ObservedStack(chain[: stacked[0]] if stacked else chain, head_checks=held_count)
     chain = chain[: stacked[top - 1] + 1]
     judged_chain = _with_judgement(chain, stacked[:top], levels[: top + 1], judged)
     on_head = judged.on_head if isinstance(judged, StackFailed) else ()
-    return ObservedStack(judged_chain, on_head, held_count)
+    carried = sum(1 for result in used.values() if result.carried_over)
+    return ObservedStack(judged_chain, on_head, held_count, len(used), carried)
+
+
+def _counted(ask: Ask, used: dict[tuple[int, str, int], CheckResult]) -> Ask:
+    """`ask`, keeping every answer it gave (what the judgement used, for the true counts)."""
+
+    def counting(probes: Sequence[Probe]) -> Mapping[tuple[int, str], CheckResult] | None:
+        answers = ask(probes)
+        if answers is not None:
+            used.update(((p.level, p.check.digest, p.again), answers[(p.level, p.check.digest)])
+                        for p in probes)  # fmt: skip
+        return answers
+
+    return counting
 
 
 def held_checks(repo: GitRepo, state: BatchRunState, intents: IntentMemo) -> tuple[Check, ...]:
@@ -372,7 +389,10 @@ def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
 
 
 def _judged_prefix(
-    levels: Sequence[StackLevel], cache: ResultCache, workers: int
+    levels: Sequence[StackLevel],
+    cache: ResultCache,
+    workers: int,
+    used: dict[tuple[int, str, int], CheckResult],
 ) -> tuple[int, StackJudgement | None]:
     """The highest level whose stack (it and every level below) the cache can judge: the top
     the background checks verified, though more lanes ended since."""
@@ -380,8 +400,10 @@ def _judged_prefix(
         level = levels[top]
         if any(cache.get(level.tree, check.digest) is None for check in level.checks):
             continue  # never a top: its own checks did not all run on its tree
-        judged = judge_stack(levels[: top + 1], _cached(cache, levels), workers)
+        tried: dict[tuple[int, str, int], CheckResult] = {}
+        judged = judge_stack(levels[: top + 1], _counted(_cached(cache, levels), tried), workers)
         if judged is not None:
+            used.update(tried)
             return top, judged
     return -1, None
 
@@ -408,9 +430,15 @@ def _with_judgement(
     return judged_chain
 
 
-def stack_record(observed: ObservedStack, check_runs: int, carried: int = 0) -> StackRecord | None:
+def stack_record(observed: ObservedStack, verifier: Verifier, ran_here: bool) -> StackRecord | None:
     """What a judged chain says of its stack, for the log and the job summary; None when no
-    lane of it was judged (nothing ran, nothing was found)."""
+    lane of it was judged (nothing ran, nothing was found). `ran_here`: the pass ran the
+    checks itself (the verifier counted them); else `imm run`'s background worker ran them,
+    and every result the judgement used that was not carried over is one of its runs."""
+    if ran_here:
+        check_runs, carried = verifier.runs, max(0, observed.probes - verifier.runs)
+    else:
+        check_runs, carried = observed.probes - observed.carried, observed.carried
     chain = observed.chain
     judged = [entry for entry in chain if entry.judged_on is not None]
     on_head = tuple(check.check_id for check, _ in observed.on_head)
