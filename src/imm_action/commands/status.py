@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import open_batch_repo
+from imm_action.batches.repo import BatchRepo, base_of, open_batch_repo
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
+from imm_action.model.state import BatchState
 from imm_action.ports import Ports
 
 
@@ -26,8 +27,26 @@ def run(args: StatusArgs, ports: Ports) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
-    print_report(stored, args.format, io, batch_repo.root)
+    print_report(as_it_stands(batch_repo, stored), args.format, io, batch_repo.root)
     return EXIT_OK
+
+
+def as_it_stands(batch_repo: BatchRepo, stored: StoredBatch) -> StoredBatch:
+    """The stored report, with a next action that is still true: a completed batch whose
+    branch was merged since asks nobody to merge it."""
+    state, report = stored.state, stored.report
+    if report is None or state.batch_state is not BatchState.COMPLETED or not state.commits:
+        return stored
+    base_ref, base_head = base_of(batch_repo)
+    if not batch_repo.repo.is_ancestor(state.commits[-1], base_head):
+        return stored
+    done = report.model_copy(
+        update={
+            "next_action": f"{state.branch} is merged into {base_ref}; nothing is left to do "
+            f"(new tasks of {state.initiative_slug} start a new batch)"
+        }
+    )
+    return replace(stored, report=done)
 
 
 def find_batch(store: StateStore, slug: str | None, batch_id: str | None) -> StoredBatch:

@@ -185,6 +185,14 @@ def decide_start(rules: StartRules, facts: StartFacts) -> StartDecision:
     if existing is not None and not facts.base_contains_branch:
         if facts.reads < RECHECKS_BEFORE_BELIEVING:
             return Reread("the batch branch exists without a batch")
+        if facts.finished_on_branch is not None:
+            batch, state = facts.finished_on_branch
+            return Refuse(
+                f"{rules.batch_branch} holds the work of batch {batch} ({state}), which is not "
+                f"merged into {rules.base_ref}: merge {rules.batch_branch} into "
+                f"{rules.base_ref} and run again, or start afresh from {rules.base_ref} "
+                f"(the branch is kept under refs/imm/archive/): imm run {rules.slug} --fresh"
+            )
         return Refuse(
             f"{rules.batch_branch} exists and holds work that is not in {rules.base_ref} and "
             "belongs to no finished batch; merge or delete it, then start again"

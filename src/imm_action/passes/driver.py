@@ -59,6 +59,7 @@ from imm_action.passes.observe import (
     CandidateMemo,
     observe_candidates,
     observe_pass,
+    recorded_head,
     stack_record,
 )
 from imm_action.verify.checks import ResultCache, Verifier
@@ -298,6 +299,7 @@ class _Pass:
                 [b.state for b in earlier], [c.task_id for c in plan.enrollable]
             ),
             reads=self.reads,
+            finished_on_branch=self._finished_on(existing, earlier[-1] if earlier else None),
         )
         match decide_start(rules, facts):
             case Resume():
@@ -312,6 +314,16 @@ class _Pass:
                 return again
             case Start(reset_from=reset_from):
                 return self._start(reset_from)
+
+    def _finished_on(
+        self, branch: str | None, latest: StoredBatch | None
+    ) -> tuple[str, str] | None:
+        """The latest batch, when it is finished and the branch is where it left it."""
+        if branch is None or latest is None or not latest.state.batch_state.is_terminal:
+            return None
+        if recorded_head(self.repo, latest.state) != branch:
+            return None
+        return latest.state.batch_id, str(latest.state.batch_state)
 
     def _resumed(self, stored: StoredBatch) -> StoredBatch:
         refused = parallel_mismatch(stored.state, self.request.parallel_asked)

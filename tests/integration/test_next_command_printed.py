@@ -1,0 +1,62 @@
+"""Every stop prints the next command to paste, and what it says of the batch branch is true
+(issue 30 #3, #6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, make_project
+from tests.conftest import git, initiative_markdown, intent, run_cli
+from tests.integration.test_local_run import EXECUTOR
+
+
+@pytest.fixture(autouse=True)
+def _behave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "behaviour.json"
+    path.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(path))
+
+
+def _run(capsys: pytest.CaptureFixture[str], repo: Path, *extra: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR, *extra)
+
+
+def _add_a_task(repo: Path) -> None:
+    (repo / "docs/initiatives/init.md").write_text(initiative_markdown({"a": [], "n": ["a"]}))
+    (repo / "docs/plans/n.intent.json").write_text(
+        json.dumps(intent("n", scope_hint=["n.txt"])) + "\n"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a new task")
+
+
+def test_running_again_after_a_completed_batch_says_whose_the_branch_is_and_offers_fresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    assert _run(capsys, repo)[0] == 0
+    finished = current(repo).state.batch_id
+    _add_a_task(repo)
+    code, _, err = _run(capsys, repo)
+    assert code == 2
+    assert "belongs to no finished batch" not in err
+    assert f"imm/init holds the work of batch {finished} (completed)" in err
+    assert "imm run init --fresh" in err
+    assert _run(capsys, repo, "--fresh")[0] == 0  # what it offers works
+
+
+def test_status_of_a_completed_batch_whose_branch_was_merged_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    assert _run(capsys, repo)[0] == 0
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo))
+    assert "merge it into main" in out  # not merged yet: true
+    git(repo, "merge", "-q", "--ff-only", "imm/init")
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo))
+    assert code == 0
+    assert "merge it" not in out
+    assert "imm/init is merged into main" in out
