@@ -219,6 +219,53 @@ def failure_text(failure: Failure, indent: str = "", most: int | None = None) ->
     return "\n".join(lines)
 
 
+STATUS_FAILURE_LINES = 12  # of one output shown by `imm status` and `imm run`'s report
+
+
+def folded_failures(
+    failures: Sequence[Failure], indent: str = "", most: int = STATUS_FAILURE_LINES
+) -> list[str]:
+    """A task's failed commands led by the cause: each command's headline, and each distinct
+    error's output once — the last `most` lines — however many commands ended with it (seven
+    checks failing on the same ImportError show it once, with the count). Commands are told
+    apart by the error their output ends with (`error_signature`)."""
+    groups: dict[str, list[Failure]] = {}
+    for failure in failures:
+        groups.setdefault(error_signature(failure.output_tail), []).append(failure)
+    lines: list[str] = []
+    for members in groups.values():
+        lines.extend(f"{indent}{failure_headline(failure)}" for failure in members)
+        if most <= 0:  # the headlines alone: the output is shown elsewhere
+            continue
+        output = members[0].output_tail.splitlines()[-most:]
+        if not output:
+            lines.append(f"{indent}  (no output)")
+            continue
+        whose = (
+            "its output"
+            if len(members) == 1
+            else f"the output of {members[0].step} (the same error in {len(members)} commands)"
+        )
+        lines.append(f"{indent}  last {plural(len(output), 'line')} of {whose}:")
+        lines.extend(f"{indent}  | {line}".rstrip() for line in output)
+    return lines
+
+
+_ERROR_LINE = re.compile(r"^E\s+\S|\b\w*(?:Error|Exception)\b.*:")
+_FOLDERS = re.compile(r"(?:/[^/\s'\"()]+)+/")
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def error_signature(output: str) -> str:
+    """What tells one error from another in a command's output: its last error line (pytest's
+    `E   ...`, a Python exception), else its last line; folders and numbers left out, so the
+    same error met in two checkouts, in 0.05 s and in 0.07 s, is the same."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_LINE.search(line)]
+    last = errors[-1] if errors else (lines[-1] if lines else "")
+    return _NUMBERS.sub("N", _FOLDERS.sub("", last))
+
+
 def failures_markdown(children: Iterable[ReportChild]) -> list[str]:
     """One collapsed `<details>` per failed command of every child that shows one: the status
     comment, `imm status --format markdown` and the job summaries render failures with this."""
@@ -316,9 +363,11 @@ def batch_text(
     program: str = "imm",
     repo: Path | None = None,
     executor: str | None = None,
+    full: Path | None = None,
 ) -> str:
     """`imm status`'s text and `imm run`'s closing summary: state and why, one line per task
-    with its attempts, the failed commands under their task, and what to run next."""
+    with its attempts, the failed commands under their task (folded to their causes; `full`:
+    the file that holds them all), and what to run next."""
     lines = [f"{report.batch_id}: {report.batch_state} — {report.reason}"]
     if report.continues is not None:
         lines.append(continuation_line(report.continues))
@@ -327,8 +376,10 @@ def batch_text(
         detail = child.commit[:12] if child.commit else (child.reason or "")
         tries = _tries(child)
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
-        lines.extend(failure_text(failure, " " * (width + 4)) for failure in child.failures)
+        lines.extend(folded_failures(child.failures, " " * (width + 4)))
     lines.extend(report.adopted)
+    if full is not None:
+        lines.append(f"every failure in full: {full}")
     commands = local_commands(report, program, repo, executor) if repo is not None else []
     lines.append(f"next: {report.next_action}" + (":" if commands else ""))
     lines.extend(f"  {command}" for command in commands)

@@ -365,3 +365,43 @@ def test_a_lane_check_changing_ten_thousand_files_parks_its_task_and_the_batch_g
     (failure,) = next(c for c in current(repo).state.children if c.task_id == "a").failures
     assert len(failure.changed_outside) == 100
     assert failure.changed_outside[-1] == "… and 9901 more"
+
+
+# -- reports that lead with the cause (issue 30 #2) ------------------------------------------
+def test_status_of_a_task_breaking_seven_checks_fits_a_screen_and_shows_the_error_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # d has seven tests on the helper, each its own check; r renames the helper
+    files = {f"tests/test_double{k}.py": _TEST_DOUBLE for k in range(7)}
+    repo = make_project(
+        tmp_path / "r", {"d": [], "r": ["d"]},
+        scopes={"d": ["calc/double.py", "tests/test_double*.py"],
+                "r": ["calc/_helpers.py", "tests/test_helpers.py"]},
+        checks={"r": _pytest_check("tests/test_helpers.py")},
+        extra_files={"calc/__init__.py": "", "calc/_helpers.py": _HELPERS,
+                     "tests/conftest.py": "import sys, pathlib\n"
+                     "sys.path.insert(0, str(pathlib.Path(__file__).parent.parent))\n"},
+    )  # fmt: skip
+    acceptance = [
+        {"id": f"t{k}", "assertion": "doubles", "verification": _pytest_check(path)}
+        for k, path in enumerate(files)
+    ]
+    plan = repo / "docs/plans/d.intent.json"
+    data = json.loads(plan.read_text())
+    plan.write_text(json.dumps({**data, "acceptance": acceptance}))
+    git(repo, "commit", "-qam", "d's seven checks")
+    run_pass(repo)
+    work(repo, "d", {"calc/double.py": _DOUBLE, **files})
+    run_pass(repo)
+    _do_r(repo)
+    run_pass(repo)
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo))
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert sum("ImportError: cannot import name '_add'" in line for line in lines) == 1
+    assert "(the same error in 7 commands)" in out
+    assert sum(line.strip().startswith(f"d:t{k}: ") for k in range(7) for line in lines) == 7
+    full = next(line for line in lines if line.startswith("every failure in full: "))
+    logged = Path(full.removeprefix("every failure in full: ")).read_text()
+    assert logged.count("ImportError: cannot import name '_add'") >= 7  # nothing lost

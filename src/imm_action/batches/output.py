@@ -8,15 +8,24 @@ from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, ImmError
 from imm_action.integrate.store import StoredBatch
 from imm_action.model.common import canonical_model_text
+from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchState
-from imm_action.render import batch_markdown, batch_text, local_commands
+from imm_action.render import batch_markdown, batch_text, failure_text, local_commands
 
 
 def print_report(
-    stored: StoredBatch, fmt: str, io: CommandIO, repo: Path, executor: str | None = None
+    stored: StoredBatch,
+    fmt: str,
+    io: CommandIO,
+    repo: Path,
+    executor: str | None = None,
+    *,
+    logs: Path | None = None,
 ) -> None:
     """The report for a person at this repository: commands are written to run as printed
-    (with the `--executor` the person gave, when they gave one)."""
+    (with the `--executor` the person gave, when they gave one). The text folds each task's
+    failures to their causes; every failure in full goes to a file under `logs`, which the text
+    names."""
     report, state = stored.report, stored.state
     if report is None:
         raise ImmError(f"batch {state.batch_id} has no report at {stored.commit[:12]}")
@@ -25,7 +34,27 @@ def print_report(
     elif fmt == "markdown":
         io.say(batch_markdown(report, state, local_commands(report, io.program, repo, executor)))
     else:
-        io.say(batch_text(report, program=io.program, repo=repo, executor=executor))
+        full = _failures_log(report, logs) if logs is not None else None
+        io.say(batch_text(report, program=io.program, repo=repo, executor=executor, full=full))
+
+
+def _failures_log(report: BatchRunReport, logs: Path) -> Path | None:
+    """Every failed command of the batch with all the output kept of it, in one file."""
+    failed = [child for child in report.children if child.failures]
+    if not failed:
+        return None
+    text = "\n\n".join(
+        f"task {child.task_id}: {child.reason}\n"
+        + "\n".join(failure_text(failure, "  ") for failure in child.failures)
+        for child in failed
+    )
+    path = logs / f"{report.batch_id}.failures.log"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError:
+        return None  # a read-only repository: the report is shown all the same
+    return path
 
 
 def exit_code_for(state: BatchState) -> int:

@@ -58,6 +58,11 @@ class BatchRepo:
         return BatchRepo(self.root, repo, LocalRefStore(repo), self.config, self.initiatives)
 
 
+def logs_folder(batch_repo: BatchRepo) -> Path:
+    """Where imm writes the logs of a repository's runs (lanes' logs, failures in full)."""
+    return batch_repo.repo.common_directory() / "imm" / "logs"
+
+
 def committer_of(config: RepoConfig) -> Identity:
     """The configured committer of lane commits and candidates, else imm-action."""
     if config.committer is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import BatchRepo, open_batch_repo, with_overrides
+from imm_action.batches.repo import BatchRepo, logs_folder, open_batch_repo, with_overrides
 from imm_action.console import CommandIO
 from imm_action.errors import (
     EXIT_INTERRUPTED,
@@ -80,7 +80,10 @@ def run(args: RunArgs, ports: Ports) -> int:
     stored = StateStore(batch_repo.refs).load(state.batch_id)
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
-    print_report(stored, "json" if args.json else "text", io, batch_repo.root, args.executor)
+    print_report(
+        stored, "json" if args.json else "text", io, batch_repo.root, args.executor,
+        logs=logs_folder(batch_repo),
+    )  # fmt: skip
     integration = coordinator.view.integration_line()
     if integration is not None and not args.json:
         io.say(integration)

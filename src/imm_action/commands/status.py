@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import BatchRepo, base_of, open_batch_repo
+from imm_action.batches.repo import BatchRepo, base_of, logs_folder, open_batch_repo
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.model.state import BatchState
@@ -27,7 +27,10 @@ def run(args: StatusArgs, ports: Ports) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
-    print_report(as_it_stands(batch_repo, stored), args.format, io, batch_repo.root)
+    print_report(
+        as_it_stands(batch_repo, stored), args.format, io, batch_repo.root,
+        logs=logs_folder(batch_repo),
+    )  # fmt: skip
     return EXIT_OK
 
 

@@ -14,7 +14,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
-from imm_action.batches.repo import BatchRepo, PlanMemo, check_place, pass_ports, pass_request
+from imm_action.batches.repo import (
+    BatchRepo,
+    PlanMemo,
+    check_place,
+    logs_folder,
+    pass_ports,
+    pass_request,
+)
 from imm_action.errors import ImmError
 from imm_action.git import GitError
 from imm_action.integrate.continuation import Stopped
@@ -86,7 +93,7 @@ class Coordinator:
         self.state_commit: str | None = None
         self.plans: PlanMemo = {}
         common = batch_repo.repo.common_directory()
-        log_dir = common / "imm" / "logs"
+        log_dir = logs_folder(batch_repo)
         log_dir.mkdir(parents=True, exist_ok=True)
         # folders of lanes a SIGKILL ended before they could remove them (lanes/folders.py)
         remove_leftovers(lanes_root(common))

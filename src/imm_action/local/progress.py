@@ -8,7 +8,7 @@ from typing import Protocol, TextIO
 
 from imm_action.local.coordinator import CoordinatorView
 from imm_action.model.state import BatchChild, BatchRunState, ChildState
-from imm_action.render import failure_text
+from imm_action.render import STATUS_FAILURE_LINES, folded_failures
 
 LIVE_FAILURE_LINES = 8  # of each failed command's output on the live screen (status shows 40)
 
@@ -20,10 +20,13 @@ def parked(state: BatchRunState | None) -> list[BatchChild]:
     return [child for child in state.children if child.state is ChildState.NEEDS_HUMAN]
 
 
-def failure_lines(child: BatchChild, most: int | None = None) -> list[str]:
-    lines = [f"task {child.task_id} needs a person: {child.reason}"]
-    lines.extend(failure_text(failure, "  ", most) for failure in child.failures)
-    return lines
+def failure_lines(child: BatchChild, most: int = STATUS_FAILURE_LINES) -> list[str]:
+    """Why a parked task stopped, its failures folded to their causes (`most` lines of each
+    distinct error)."""
+    return [
+        f"task {child.task_id} needs a person: {child.reason}",
+        *folded_failures(child.failures, "  ", most),
+    ]
 
 
 class Progress(Protocol):
@@ -48,7 +51,8 @@ class PlainProgress:
         for child in parked(view.state):
             if (child.task_id, child.reason) not in self._told:
                 self._told.add((child.task_id, child.reason))
-                self._print("\n".join(failure_lines(child)))
+                # the cause now; the output once, in the report the run ends with
+                self._print("\n".join(failure_lines(child, 0)))
 
     def _print(self, line: str) -> None:
         elapsed = time.monotonic() - self._started
