@@ -171,3 +171,20 @@ def test_prose_stays_prose(lines: list[str]) -> None:
 @pytest.mark.parametrize("line", ["Note: tasks are small", "Status: draft", "## Notes"])
 def test_ordinary_keys_and_headings_stay_prose(line: str) -> None:
     assert _tasks(f"## s1: One\nTasks:\n- a\n{line}\nmore prose\n") == [("a", "s1", [])]
+
+
+def test_a_heading_with_its_id_and_title_but_no_colon_is_told_the_colon() -> None:
+    text = "## add: Add\nTasks:\n- add\n## sub Subtraction built on addition\nTasks:\n- sub\n"
+    assert _problems(text) == [
+        f"{PATH}:4: '## sub Subtraction built on addition' opens a Slice without its id: write "
+        "'## <slice_id>: <title>' (did you mean '## sub: Subtraction built on addition'?)"
+    ]
+
+
+def test_a_heading_without_the_space_after_the_hashes_is_told_at_its_own_line() -> None:
+    text = "## add: Add\nTasks:\n- add\n##sub: Subtraction\nTasks:\n- sub\n"
+    problems = _problems(text)
+    assert problems == [
+        f"{PATH}:4: '##sub: Subtraction' needs a space after '##': write '## sub: Subtraction'"
+    ]
+    assert not any("names 2 Tasks" in problem for problem in problems)

@@ -14,7 +14,7 @@ from imm_action.carriers.observed import (
     normalise,
 )
 from imm_action.errors import InputError, Problem
-from imm_action.model.common import id_problem
+from imm_action.model.common import id_problem, is_identifier
 from imm_action.model.initiative import LocalCarrier
 from imm_action.plan.scope import js_trim
 
@@ -26,6 +26,8 @@ _TASKS = re.compile(r"tasks\s*:\s*", re.IGNORECASE)
 _BULLET = re.compile(r"[-*]\s+(.*)")
 # A `## heading` that is no Slice heading; a `Key:` line that may be a field spelled otherwise.
 _HEADING = re.compile(r"##\s+(\S.*)")
+# `##sub: Subtraction`: a Slice heading written without the space the format wants
+_HEADING_UNSPACED = re.compile(r"##([^\s#:][^\s:]*)\s*:(.*)")
 _FIELD = re.compile(r"([A-Za-z][A-Za-z _-]{0,24}?)\s*:(.*)")
 # How people write the two fields when they do not write them as the format says (issue 24 #5).
 _NEAR_MISSES = {
@@ -151,6 +153,15 @@ def _scan_slices(text: str, path: str, near_misses: list[Problem]) -> list[_Slic
             slices.append(_Slice(heading.group(1), number))
             in_tasks = False
             continue
+        unspaced = _HEADING_UNSPACED.fullmatch(line)
+        if unspaced:
+            # its own Slice, said at its own line: its tasks must not join the last Slice
+            slice_id, title = unspaced.group(1), unspaced.group(2).strip()
+            hint = f"'{line}' needs a space after '##': write '## {slice_id}: {title}'"
+            near_misses.append(Problem(path, number, hint))
+            slices.append(_Slice(None, number))
+            in_tasks = False
+            continue
         if _HEADING.fullmatch(line) and _opens_tasks(lines[number:]):
             # meant as a Slice (a Tasks list follows): its tasks must not join the last Slice
             near_misses.append(Problem(path, number, _heading_without_id(line)))
@@ -206,11 +217,18 @@ def _opens_tasks(following: list[str]) -> bool:
 
 
 def _heading_without_id(line: str) -> str:
+    """The hint is built from what was typed: `## sub Subtraction` meant `## sub: Subtraction`
+    (its first word, an id, then a title); a heading that is all title gets an id made of it."""
     title = line.removeprefix("##").strip()
-    suggested = re.sub(r"[^A-Za-z0-9._-]+", "-", title.lower()).strip("-.") or "slice-1"
+    first, _, rest = title.partition(" ")
+    if rest.strip() and is_identifier(first) and (first.islower() or rest[:1].isupper()):
+        meant = f"## {first}: {rest.strip()}"
+    else:
+        suggested = re.sub(r"[^A-Za-z0-9._-]+", "-", title.lower()).strip("-.") or "slice-1"
+        meant = f"## {suggested}: {title}"
     return (
         f"'{line}' opens a Slice without its id: write '## <slice_id>: <title>' "
-        f"(did you mean '## {suggested}: {title}'?)"
+        f"(did you mean '{meant}'?)"
     )
 
 
