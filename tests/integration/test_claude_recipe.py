@@ -19,10 +19,14 @@ from tests.integration.test_readme_snippets import yaml_blocks
 STAND_INS = Path(__file__).resolve().parents[1] / "stand_ins"
 
 
-def readme_executor() -> str:
+def readme_recipe() -> dict[str, str]:
     (recipe,) = [b for b in yaml_blocks() if b.startswith("# .github/imm.yml")]
-    executor: str = YAML(typ="safe").load(recipe)["executor"]
-    return executor
+    loaded: dict[str, str] = YAML(typ="safe").load(recipe)
+    return loaded
+
+
+def readme_executor() -> str:
+    return readme_recipe()["executor"]
 
 
 @pytest.fixture
@@ -68,3 +72,39 @@ def test_the_stand_in_takes_its_prompt_from_stdin_or_a_positional_argument(
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "t.txt").read_text() == "t\n"
+
+
+def test_the_recipes_install_step_fails_where_the_download_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30 #5: with `curl … | bash` and no pipefail, a failed download let the setup pass
+    and the lane fail later as `cannot start claude`."""
+    monkeypatch.setenv("PATH", f"{STAND_INS / 'failing_curl'}{os.pathsep}{os.environ['PATH']}")
+    recipe = readme_recipe()
+    config = io.StringIO()
+    YAML().dump({"executor": recipe["executor"], "lane_setup": recipe["lane_setup"]}, config)
+    repo = make_project(
+        tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config.getvalue()}
+    )
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo))
+    assert code == 1, err
+    (child,) = current(repo).state.children
+    assert child.reason is not None
+    assert "lane_setup" in child.reason
+    assert "cannot start" not in child.reason
+    (failure,) = child.failures
+    assert failure.step == "lane_setup"
+    assert "curl: (22) The requested URL returned error: 503" in failure.output_tail
+    assert "curl: (22)" in out  # the report shows the setup step's last lines
+
+
+def test_imm_inits_recipe_comment_is_the_readmes_recipe() -> None:
+    """Issue 30 #6: the config `imm init` writes shows the same recipe as README, word for word."""
+    template = Path(__file__).resolve().parents[2] / "src/imm_action/scaffold/templates/imm.yml"
+    commented = {
+        line.removeprefix("# ").split(":", 1)[0]: line.removeprefix("# ").split(":", 1)[1].strip()
+        for line in template.read_text().splitlines()
+        if line.startswith(("# executor:", "# lane_setup:"))
+    }
+    recipe = readme_recipe()
+    assert commented == {"executor": recipe["executor"], "lane_setup": recipe["lane_setup"]}
