@@ -343,6 +343,8 @@ def next_commands(report: BatchRunReport) -> list[NextCommand]:
             return [resume, fresh]
         case BatchState.FAILED | BatchState.REJECTED:
             return [fresh]
+        case BatchState.RUNNING if not any(c.state.in_flight for c in report.children):
+            return [resume]  # nothing runs it (`imm retry` sent a task back): start it
         case BatchState.PREPARED | BatchState.RUNNING | BatchState.COMPLETED:
             return []
 
@@ -383,6 +385,10 @@ def batch_text(
     commands = local_commands(report, program, repo, executor) if repo is not None else []
     lines.append(f"next: {report.next_action}" + (":" if commands else ""))
     lines.extend(f"  {command}" for command in commands)
+    if report.batch_state is BatchState.COMPLETED and repo is not None:
+        again = NextCommand(("run", report.initiative_slug, "--fresh"), None)
+        lines.append("or run every task again from the base branch (the branch is archived):")
+        lines.append(f"  {again.local(program, repo, executor)}")
     return "\n".join(lines)
 
 

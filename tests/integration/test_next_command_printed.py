@@ -60,3 +60,32 @@ def test_status_of_a_completed_batch_whose_branch_was_merged_says_so(
     assert code == 0
     assert "merge it" not in out
     assert "imm/init is merged into main" in out
+
+
+def test_a_completed_run_ends_with_the_command_that_runs_it_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": []})
+    code, out, _ = _run(capsys, repo)
+    assert code == 0
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("  imm run init --fresh --repo ")
+    assert "--executor" in last
+
+
+def test_retry_ends_with_the_imm_run_command_that_starts_the_lane(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps({"a": "always_wrong"}))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    assert _run(capsys, repo)[0] == 1
+    behaviour.write_text("{}")
+    code, out, err = run_cli(capsys, "retry", "init", "a", "--repo", str(repo))
+    assert code == 0, err
+    assert "start the admitted lanes" not in out
+    lines = out.rstrip().splitlines()
+    assert lines[-2] == "next: run the batch to start its lanes:"
+    assert lines[-1] == f"  imm run init --repo {repo}"
+    assert _run(capsys, repo)[0] == 0  # what it says to run completes the batch

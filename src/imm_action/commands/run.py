@@ -80,13 +80,13 @@ def run(args: RunArgs, ports: Ports) -> int:
     stored = StateStore(batch_repo.refs).load(state.batch_id)
     if stored is None:
         raise ImmError(f"batch {state.batch_id} has no state ref after the run")
+    integration = coordinator.view.integration_line()
+    if integration is not None and not args.json:
+        io.say(integration)
     print_report(
         stored, "json" if args.json else "text", io, batch_repo.root, args.executor,
         logs=logs_folder(batch_repo),
     )  # fmt: skip
-    integration = coordinator.view.integration_line()
-    if integration is not None and not args.json:
-        io.say(integration)
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
 
 

@@ -60,7 +60,7 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         return Verdict(
             BatchState.RUNNING,
             f"{done} of {plural(len(children), 'task')} integrated; {waiting}",
-            "wait for the running lanes" if in_flight else "start the admitted lanes",
+            "wait for the running lanes" if in_flight else "run the batch to start its lanes",
         )
     parked = [child for child in children if child.state is ChildState.NEEDS_HUMAN]
     if parked:
