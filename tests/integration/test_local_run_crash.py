@@ -93,7 +93,13 @@ def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
     assert (
         not git(repo, "worktree", "list", "--porcelain").count("worktree ") > 1
     )  # lanes cleaned up
-    assert _start(repo).wait(120) == 0
+    again = subprocess.run(
+        imm_run_argv(repo), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert again.returncode == 0, again.stderr
     stored = current(repo)
+    # it says it resumes, and what it found (issue 30 #6)
+    assert f"resuming batch {stored.state.batch_id} (running, started " in again.stderr
+    assert "lanes that were at work (" in again.stderr
     assert stored.state.batch_state == "completed"
     assert [c.attempts for c in stored.state.children] == [0] * len(TASKS)

@@ -25,6 +25,7 @@ from imm_action.batches.repo import (
 from imm_action.errors import ImmError
 from imm_action.git import GitError
 from imm_action.integrate.continuation import Stopped
+from imm_action.integrate.store import StateStore
 from imm_action.lanes.folders import lanes_root, remove_leftovers
 from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
@@ -34,7 +35,7 @@ from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
-from imm_action.text import plural
+from imm_action.text import listed, plural
 from imm_action.verify.checks import ResultCache
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
@@ -128,6 +129,7 @@ class Coordinator:
             self.place.close()
 
     def _run(self) -> BatchRunState:
+        self._say_if_resuming()
         result = self._pass()
         passes = 1
         while True:
@@ -152,6 +154,33 @@ class Coordinator:
                 # Every pass writes a few small objects and every lane a tree or two: packed
                 # as they come, a 1,000-task batch leaves megabytes in .git, not hundreds.
                 self.batch_repo.repo.pack_loose_objects()
+
+    def _say_if_resuming(self) -> None:
+        """A run that takes up a live batch (after Ctrl-C, a crash, or on another machine)
+        says so first, and what it found."""
+        if self.options.fresh:
+            return
+        refs = self.batch_repo.refs
+        refs.refresh()
+        store = StateStore(refs)
+        stored = (
+            store.load(self.options.batch_id)
+            if self.options.batch_id
+            else store.active(self.options.slug)
+        )
+        if stored is None or stored.state.batch_state.is_terminal:
+            return
+        children = stored.state.children
+        done = sum(1 for child in children if child.state.done)
+        flying = [child.task_id for child in children if child.state.in_flight]
+        taken_up = (
+            f"; lanes that were at work ({listed(flying)}) are taken up again" if flying else ""
+        )
+        self._event(
+            f"resuming batch {stored.state.batch_id} ({stored.state.batch_state}, started "
+            f"{stored.state.created_at}): {done} of {plural(len(children), 'task')} "
+            f"integrated{taken_up}"
+        )
 
     def interrupt(self) -> None:
         """Ctrl-C: end the running lanes cleanly; the next `imm run` resumes the batch."""
