@@ -102,7 +102,8 @@ def _plan(ns: argparse.Namespace, io: CommandIO) -> int:
 
     initiatives = _initiatives(Path(ns.repo))
     slug = initiatives.slug_of(ns.slug)  # an `initiative` input may name the issue: `#123`
-    args = plan.PlanArgs(slug, Path(ns.repo), ns.format, ns.max_parallel, ns.max_children)
+    shown: plan.PlanFormat = ns.format or ("markdown" if io.out.isatty() else "json")
+    args = plan.PlanArgs(slug, Path(ns.repo), shown, ns.max_parallel, ns.max_children)
     from imm_action.ports import Ports
 
     return plan.run(args, Ports(io, initiatives))
@@ -377,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_initiative_ref,
         help="the initiative slug (docs/initiatives/<slug>.md), or #N: the issue carrying it",
     )
-    plan.add_argument("--format", choices=("json", "markdown", "matrix"), default="json")
+    # default: markdown for a person at a terminal, the plan model's JSON for a script or pipe
+    plan.add_argument("--format", choices=("json", "markdown", "matrix"), default=None)
     plan.set_defaults(handler=_plan)
 
     check = sub.add_parser(

@@ -89,3 +89,32 @@ def test_retry_ends_with_the_imm_run_command_that_starts_the_lane(
     assert lines[-2] == "next: run the batch to start its lanes:"
     assert lines[-1] == f"  imm run init --repo {repo}"
     assert _run(capsys, repo)[0] == 0  # what it says to run completes the batch
+
+
+def test_imm_plan_shows_markdown_on_a_terminal_and_json_to_a_pipe(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    argv = [sys.executable, "-m", "imm_action", "plan", "init", "--repo", str(repo)]
+    piped = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert json.loads(piped.stdout)["contract"] == "imm_action/batch_plan/v1"
+    leader, follower = pty.openpty()
+    shown = subprocess.run(argv, stdout=follower, stderr=subprocess.PIPE, check=True)
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end closed: all was read
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert shown.returncode == 0
+    text = output.decode()
+    assert "```mermaid" in text
+    assert '"contract"' not in text
