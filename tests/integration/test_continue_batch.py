@@ -224,3 +224,19 @@ def test_fresh_keeps_as_done_what_an_earlier_batch_got_merged_into_the_base(
     assert code == 2
     assert "nothing is enrollable, no batch started" in err
     assert "discards" not in err
+
+
+def test_a_continuation_makes_no_merge_commit_when_the_base_brings_nothing_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30 #6: main merged the stopped batch's branch (a merge commit, nothing else); the
+    continuation has nothing to bring in, and says nothing was merged."""
+    repo, _ = stopped_batch(tmp_path, capsys)
+    git(repo, "merge", "-q", "--no-ff", "-m", "take what landed so far", "imm/init")
+    head = git(repo, "rev-parse", "imm/init").strip()
+    run(capsys, repo)
+    subjects = git(repo, "log", "--format=%s", f"{head}..imm/init").splitlines()
+    assert not any(subject.startswith("imm: merge main into") for subject in subjects)
+    continues = current(repo).state.continues
+    assert continues is not None
+    assert continues.merged_base is None

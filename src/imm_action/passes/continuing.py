@@ -141,6 +141,10 @@ class Continuing:
         if self.repo.is_ancestor(base, branch_head):
             return branch_head, None
         merged = self.repo.merge_trees(branch_head, base)
+        if not merged.conflicts and merged.tree == self.repo.commit(branch_head).tree:
+            # what the base gained is on the branch already (it merged the branch, say): a
+            # merge commit would change nothing and say something happened
+            return branch_head, None
         if merged.conflicts:
             raise NeedsHumanError(
                 f"cannot continue {stopped.batch_id}: merging {start.base_ref} into "
