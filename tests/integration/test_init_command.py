@@ -45,6 +45,18 @@ def test_init_writes_the_config_and_the_three_workflows(
     assert "uses: ./\n" not in batch
 
 
+def test_init_ends_with_the_next_steps_to_a_first_batch(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(capsys, "init", "--repo", str(repo))
+    assert code == 0
+    steps = err.split("next:\n", 1)[1]
+    assert "set `executor` in .github/imm.yml" in steps
+    assert "imm check" in steps
+    assert "/imm run" in steps
+    assert "next:" not in run_cli(capsys, "init", "--repo", str(repo))[2]  # said once
+
+
 def test_init_over_a_hand_edited_config_keeps_it_byte_for_byte(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

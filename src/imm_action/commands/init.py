@@ -9,6 +9,7 @@ from pathlib import Path
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK
 from imm_action.git import repo_root
+from imm_action.model.config import CONFIG_PATH
 from imm_action.scaffold.files import changes_for, default_action
 from imm_action.workspace import open_repo
 
@@ -38,6 +39,7 @@ def run(args: InitArgs, io: CommandIO) -> int:
         if foreign:
             io.warn(f"imm init --check: not imm's, at imm's paths: {', '.join(foreign)}")
         return EXIT_NEEDS_HUMAN
+    first = not (root / CONFIG_PATH).exists()
     for change in writes:
         path = root / change.path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,4 +48,18 @@ def run(args: InitArgs, io: CommandIO) -> int:
     if foreign:
         io.warn(f"imm init: left alone, not imm's: {', '.join(foreign)} (see above)")
         return EXIT_NEEDS_HUMAN
+    if first:  # a repository new to imm: what it needs before its first batch
+        for step in NEXT_STEPS:
+            io.warn(step)
     return EXIT_OK
+
+
+# What a repository needs after `imm init` before its first batch (README "Use it on GitHub").
+NEXT_STEPS = (
+    "next:",
+    "  1. set `executor` in .github/imm.yml (README's worked example runs Claude Code)",
+    "  2. add the secrets your executor needs (ANTHROPIC_API_KEY for Claude Code)",
+    "  3. write docs/initiatives/<slug>.md and docs/plans/<task>.intent.json, then: imm check",
+    "  4. commit and push; start a batch from the Actions tab (imm-batch, initiative: <slug>)"
+    " or comment `/imm run` on the initiative issue",
+)
