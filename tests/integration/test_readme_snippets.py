@@ -1,5 +1,6 @@
-"""What README shows, a new user copies (issue 24 #1): its YAML blocks parse, its workflow lints
-clean with actionlint as a file of its own, and its config is a config imm accepts."""
+"""What README and the reference pages it links (docs/) show, a new user copies (issue 24 #1,
+issue 30 #7): their YAML blocks parse, the workflow lints clean with actionlint as a file of its
+own, the config is a config imm accepts, and every command they show is one imm has."""
 
 from __future__ import annotations
 
@@ -17,10 +18,24 @@ from tests.integration.test_workflow_files import _tool
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# README and the reference it links: what a person reads before using imm
+PAGES = ("README.md", "docs/commands.md", "docs/github.md", "docs/how-it-works.md",
+         "docs/formats.md", "docs/figures.md", "docs/first-initiative.md")  # fmt: skip
+
+
+def pages_text() -> str:
+    return "\n".join((ROOT / page).read_text(encoding="utf-8") for page in PAGES)
 
 
 def yaml_blocks() -> list[str]:
-    return BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    return BLOCK.findall(pages_text())
+
+
+def test_readme_links_every_reference_page_and_reads_in_five_minutes() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for page in PAGES[1:]:
+        assert f"]({page})" in readme, f"README does not link {page}"
+    assert len(readme.split()) <= 1200  # about five minutes at a reading pace
 
 
 def test_readme_has_yaml_blocks() -> None:
@@ -65,8 +80,7 @@ COMMAND = re.compile(r"(?:`|^ {4})(?:\.venv/bin/)?(imm [a-z][^`\n]*)", re.MULTIL
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    return sorted({found.strip() for found in COMMAND.findall(text)})
+    return sorted({found.strip() for found in COMMAND.findall(pages_text())})
 
 
 def _help(subcommand: str) -> str:

@@ -54,10 +54,10 @@ def run(args: InitArgs, io: CommandIO) -> int:
     return EXIT_OK
 
 
-# What a repository needs after `imm init` before its first batch (README "Use it on GitHub").
+# What a repository needs after `imm init` before its first batch (docs/github.md).
 NEXT_STEPS = (
     "next:",
-    "  1. set `executor` in .github/imm.yml (README's worked example runs Claude Code)",
+    "  1. set `executor` in .github/imm.yml (docs/github.md's worked example runs Claude Code)",
     "  2. add the secrets your executor needs (ANTHROPIC_API_KEY for Claude Code)",
     "  3. write docs/initiatives/<slug>.md and docs/plans/<task>.intent.json, then: imm check",
     "  4. commit and push; start a batch from the Actions tab (imm-batch, initiative: <slug>)"

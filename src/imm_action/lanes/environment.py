@@ -1,5 +1,5 @@
 """The environment an executor (and `lane_setup`) gets: an allowlist, never the caller's whole
-environment (SPEC §5.1, §8; the README lists it).
+environment (SPEC §5.1, §8; docs/how-it-works.md lists it).
 
 Passes: the basics a program needs to run (`PATH`, `HOME`, locale, terminal, temp dir, proxies and
 CA bundles), the model providers' variables (`ANTHROPIC_*`, `OPENAI_*`, ... — agents need their

@@ -91,7 +91,7 @@ class RepoConfig(_ConfigModel):
     committer: CommitterConfig | None = None
     commands: CommandsConfig = Field(default_factory=CommandsConfig)
     # Variables of the caller's environment passed to executors besides the built-in allowlist
-    # (README "What an executor sees"); GITHUB_TOKEN, GH_TOKEN, ACTIONS_* never pass.
+    # (docs/how-it-works.md, "What an executor sees"); GITHUB_TOKEN, GH_TOKEN, ACTIONS_* never pass.
     executor_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(
         default_factory=list
     )
