@@ -192,8 +192,9 @@ def test_a_force_push_dropping_a_recorded_commit_fails_the_batch_and_loses_nothi
     # the rewrite is kept aside, the branch back at its last verified head
     assert head_of(repo, "imm/init") == stored.state.commits[-1]
     assert head_of(repo, f"refs/imm/quarantine/{stored.state.batch_id}/1") == rewritten
-    with pytest.raises(UsageError, match="holds work that is not in main"):
-        run_pass(repo)  # no new batch may reset the branch that holds the batch's work
+    # no new batch may reset the branch that holds the batch's work; it says whose it is
+    with pytest.raises(UsageError, match=f"holds the work of batch {stored.state.batch_id} "):
+        run_pass(repo)
     assert current(repo).commit == stored.commit
 
 

@@ -60,7 +60,7 @@ def _check_passes(tree: Path, task: str) -> bool:
 
 
 @settings(
-    max_examples=12,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
