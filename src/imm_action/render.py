@@ -207,16 +207,20 @@ def failure_text(failure: Failure, indent: str = "", most: int | None = None) ->
     """The plain-text form: the headline, then the output's last lines (`most` of them, when
     space is short), each behind `| `. The lane log, the live view, `imm status` and the
     executor's retry prompt all use it."""
-    lines = [f"{indent}{failure_headline(failure)}"]
     output = failure.output_tail.splitlines()
     if most is not None:
         output = output[-most:] if most > 0 else []
-    if output:
-        lines.append(f"{indent}  last {plural(len(output), 'line')} of its output:")
-        lines.extend(f"{indent}  | {line}".rstrip() for line in output)
-    else:
-        lines.append(f"{indent}  (no output)")
-    return "\n".join(lines)
+    return "\n".join([f"{indent}{failure_headline(failure)}", *_output_lines(output, indent)])
+
+
+def _output_lines(output: Sequence[str], indent: str, whose: str = "its output") -> list[str]:
+    """The last lines of a command's output, behind `| `, under a line saying whose."""
+    if not output:
+        return [f"{indent}  (no output)"]
+    return [
+        f"{indent}  last {plural(len(output), 'line')} of {whose}:",
+        *(f"{indent}  | {line}".rstrip() for line in output),
+    ]
 
 
 STATUS_FAILURE_LINES = 12  # of one output shown by `imm status` and `imm run`'s report
@@ -237,17 +241,12 @@ def folded_failures(
         lines.extend(f"{indent}{failure_headline(failure)}" for failure in members)
         if most <= 0:  # the headlines alone: the output is shown elsewhere
             continue
-        output = members[0].output_tail.splitlines()[-most:]
-        if not output:
-            lines.append(f"{indent}  (no output)")
-            continue
         whose = (
             "its output"
             if len(members) == 1
             else f"the output of {members[0].step} (the same error in {len(members)} commands)"
         )
-        lines.append(f"{indent}  last {plural(len(output), 'line')} of {whose}:")
-        lines.extend(f"{indent}  | {line}".rstrip() for line in output)
+        lines.extend(_output_lines(members[0].output_tail.splitlines()[-most:], indent, whose))
     return lines
 
 

@@ -225,12 +225,7 @@ def _verify_in_child(
         ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
         intents = {k: v for k, v in candidates.intents.items() if k not in intents_before}
-        send.send(
-            _Answer(
-                CheckCache(entries=new).model_dump_json(), built, intents,
-                again,
-            )
-        )  # fmt: skip
+        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built, intents, again))
         code = 0
     except BaseException:  # stopped or failed: its exit code says so, its answer is missing
         code = 1

@@ -156,7 +156,6 @@ class Verifier:
         self._on_result = on_result
         self._counted = threading.Lock()
         self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
-        self.carried = 0  # checks whose last pass it carried over (nothing they read changed)
         self._changes: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
@@ -241,8 +240,6 @@ class Verifier:
                 cached = self._carried(tree, check)
                 if cached is not None:
                     self.cache.put(tree, check.digest, cached)
-                    with self._counted:
-                        self.carried += 1
             if cached is not None:
                 by_digest[check.digest] = cached
             else:
