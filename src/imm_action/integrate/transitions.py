@@ -225,7 +225,7 @@ def head_check_failed(state: BatchRunState, reason: str) -> BatchRunState:
     return state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN, "stop_reason": reason})
 
 
-def head_checks_pass(state: BatchRunState, verified: int) -> BatchRunState:
+def record_head_checks(state: BatchRunState, verified: int) -> BatchRunState:
     """The branch moves to a tree on which `verified` checks passed: those of every task it
     holds."""
     return state.model_copy(update={"head_checks": verified})
