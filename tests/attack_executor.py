@@ -23,7 +23,7 @@ from pathlib import Path
 PROBE = """\
 import glob, json, os, subprocess, sys
 OUT = {out!r}
-me = f"{{os.getuid()}}-{{os.getpid()}}"  # pids repeat across PID namespaces
+me = f"{{os.getuid()}}-{{os.getpid()}}-{{os.urandom(4).hex()}}"  # pids repeat in namespaces
 
 
 def out(kind):  # files straight in OUT, open to every user; folders a root run made are not

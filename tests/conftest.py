@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,21 +46,22 @@ TEST_EXECUTOR_ENV = (
 
 
 @pytest.fixture(autouse=True)
-def pinned_git(monkeypatch: pytest.MonkeyPatch) -> None:
+def pinned_git(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("IMM_EXECUTOR_ENV", TEST_EXECUTOR_ENV)
+    # the tests' folders, where test executors and checks leave evidence: the operator's
+    # writable folders of the sandbox (confine.py); everything else stays read-only to them
+    monkeypatch.setenv("IMM_SANDBOX_WRITABLE", str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A folder any user may write, on a path any user may pass: what a check that runs as
-    another user (integration isolation, ADR 0031) must reach. pytest's own temp folders are
-    their owner's alone."""
-    folder = Path(tempfile.mkdtemp(prefix="imm-test-open-"))
+def open_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder lane code in the sandbox may write (it lies in the operator's writable
+    folders): where test executors and checks leave their evidence."""
+    folder = tmp_path_factory.mktemp("open")
     folder.chmod(0o777)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    return folder
 
 
 @pytest.fixture(autouse=True)

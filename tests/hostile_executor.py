@@ -6,7 +6,8 @@ lane, with plain git in its working directory:
 - forges the outcome ref and lane branch of task `good` with a lane commit touching `EVIL.txt`;
 - sets `core.fsmonitor` and `core.hooksPath` to a program that leaves a marker file;
 - commits to `main` and moves `HEAD`;
-- starts a grandchild that calls `setsid` and sleeps (its pid in `$IMM_TEST_DIR/grandchild.pid`);
+- starts a grandchild that calls `setsid` and sleeps (its pid in
+  `$IMM_TEST_DIR/grandchild.pid`, `left-by-<dir>` in its command line);
 - leaves `EVIL.txt` in the work tree (outside its scope).
 """
 
@@ -60,7 +61,8 @@ def attack(out: Path) -> None:
     sleeper = "import os,sys,time; open(sys.argv[1],'w').write(str(os.getpid())); time.sleep(300)"
     pid_file = out / "grandchild.pid"
     subprocess.Popen(
-        ["setsid", sys.executable, "-c", sleeper, str(pid_file)],
+        # named by its command line: a pid in the sandbox's PID namespace means nothing outside
+        ["setsid", sys.executable, "-c", sleeper, str(pid_file), f"left-by-{out}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

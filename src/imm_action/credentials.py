@@ -34,6 +34,7 @@ _ENVIRONMENT_TOKENS = ("GITHUB_TOKEN", "GH_TOKEN", "IMM_TOKEN", "INPUT_GITHUB_TO
 class _Held:
     token: str | None = None
     server: str | None = None  # what the header is scoped to: scheme://host/
+    folder: Path | None = None  # where the token file lay: hidden from lane code (confine.py)
 
 
 _HELD = _Held()
@@ -51,6 +52,7 @@ def take_credentials(*, own_process: bool = False) -> None:
     taken too: its value zeroed in the block /proc shows, and gone from `os.environ`."""
     path = os.environ.pop(TOKEN_FILE, None)
     _HELD.token = None
+    _HELD.folder = Path(path).parent if path else None
     _HELD.server = os.environ.get(GIT_SERVER)
     if not path:
         if any(os.environ.get(name) for name in _ENVIRONMENT_TOKENS):
@@ -70,6 +72,11 @@ def take_credentials(*, own_process: bool = False) -> None:
     _HELD.token = token or None
     if _HELD.token:
         not_dumpable()
+
+
+def token_folder() -> Path | None:
+    """The folder the token file lay in (the action's: other files of its may lie there)."""
+    return _HELD.folder
 
 
 def token() -> str | None:

@@ -55,13 +55,13 @@ def _spied_run(tmp_path: Path, out: Path, env: dict[str, str]) -> tuple[Path, Pa
 def test_a_lanes_check_finds_no_token_imm_run_was_given_by_hand_in_any_process(
     tmp_path: Path, open_dir: Path
 ) -> None:
-    """`imm run` by hand, with tokens in its environment: the lane's own check (not isolated,
-    as root here) and the integrator's read every /proc environ and cmdline they can."""
+    """`imm run` by hand, with tokens in its environment: the lane's own check and the
+    integrator's, in the sandbox, read every /proc environ and cmdline they can."""
     secrets = {name: f"secret-{name.lower()}-{uuid.uuid4().hex}" for name in (
         "GITHUB_TOKEN", "IMM_TOKEN", "GH_TOKEN", "INPUT_GITHUB_TOKEN",
     )}  # fmt: skip
     canary = f"canary-{uuid.uuid4().hex}"  # no secret: proves the probe read imm's processes
-    repo, out, imm_pid = _spied_run(tmp_path, open_dir, {**secrets, "IMM_CANARY": canary})
+    repo, out, _ = _spied_run(tmp_path, open_dir, {**secrets, "IMM_CANARY": canary})
     assert {c.task_id: str(c.state) for c in current(repo).state.children} == {
         "spy": "integrated",
         "plain": "integrated",
@@ -76,9 +76,10 @@ def test_a_lanes_check_finds_no_token_imm_run_was_given_by_hand_in_any_process(
         for run in out.glob("read-*")
         for pid, part in json.loads(run.read_text())["readable"]
     }
-    if os.geteuid() == 0:  # root reads every process: the probe did read imm's
-        assert (imm_pid, "environ") in readable
-        assert canary.encode() in everything
+    assert readable  # the probe read what it could: its own processes
+    # imm's environment holds the canary, and root reads every process it can see: in the
+    # sandbox's PID namespace it sees none of imm's
+    assert canary.encode() not in everything
 
 
 def test_no_process_a_lanes_check_leaves_outlives_imm_run(tmp_path: Path, open_dir: Path) -> None:

@@ -5,6 +5,7 @@ every task not on it is parked or skipped with a reason. Real lanes, real execut
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -74,7 +75,8 @@ def test_after_imm_run_the_branch_passes_every_check_of_every_task_it_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     needs, breaks, lanes = drawn
-    with tempfile.TemporaryDirectory() as scratch:
+    # in the tests' folder, which the sandbox leaves writable (its /tmp is the command's own)
+    with tempfile.TemporaryDirectory(dir=os.environ["IMM_SANDBOX_WRITABLE"]) as scratch:
         root = Path(scratch)
         (root / "breaks.json").write_text(json.dumps(breaks))
         (root / "executor.py").write_text(EXECUTOR_CODE)

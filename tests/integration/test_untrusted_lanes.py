@@ -17,6 +17,7 @@ import pytest
 from tests.batch_helpers import current, make_project
 from tests.conftest import git
 from tests.integration.test_local_run import imm_run_argv
+from tests.isolation_probe import running_with
 
 HOSTILE = shlex.join(
     [sys.executable, str(Path(__file__).resolve().parents[1] / "hostile_executor.py")]
@@ -35,12 +36,18 @@ def _refs(repo: Path) -> dict[str, str]:
     }
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+def _running_with_variable(entry: bytes) -> list[str]:
+    """Live processes whose environment holds `entry` (NAME=value)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and entry in (proc / "environ").read_bytes().split(b"\0"):
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(proc.name)
+        except OSError:
+            continue
+    return found
 
 
 @pytest.fixture
@@ -86,7 +93,8 @@ def test_a_setsid_grandchild_of_an_executor_is_gone_when_imm_run_returns(
     attacked: tuple[Path, Path, subprocess.CompletedProcess[str]],
 ) -> None:
     _, out, _ = attacked
-    assert not _alive(int((out / "grandchild.pid").read_text()))
+    assert (out / "grandchild.pid").read_text()  # it started
+    assert running_with(f"left-by-{out}".encode()) == []
 
 
 @pytest.mark.slow
@@ -114,9 +122,9 @@ def test_sigterm_ends_imm_run_with_143_its_executors_and_lane_repositories_and_a
     _, err = process.communicate(timeout=30)
     assert process.returncode == 143, err
     assert time.monotonic() - started < 10
-    executors = [int(path.name.rsplit(".", 1)[1]) for path in pids.iterdir()]
-    assert len(executors) == 2
-    assert not any(_alive(pid) for pid in executors)
+    assert len(list(pids.iterdir())) == 2  # two executors started
+    # found by their environment: a pid in the sandbox's PID namespace means nothing here
+    assert _running_with_variable(f"IMM_TEST_PIDS={pids}".encode()) == []
     assert not list((repo / ".git/imm/trees").glob("slot-*/tree/.git"))  # no lane repository
     behaviour.write_text(json.dumps({}))
     rerun = subprocess.run(

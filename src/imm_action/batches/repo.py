@@ -32,7 +32,7 @@ from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural
 from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import ResultCache, Verifier
-from imm_action.verify.isolation import choose_isolation, open_area
+from imm_action.verify.confine import Confinement, choose_confinement
 from imm_action.workspace import (
     config_path,
     load_config,
@@ -246,16 +246,28 @@ def merged_into(
 def check_place(
     batch_repo: BatchRepo, path_env: str, log: Callable[[str], None], *, holds_token: bool
 ) -> CheckPlace:
-    """Where this command's integration checks run (SPEC §8): as another user where imm can
-    become one, refused while imm holds a token where it cannot (unless the config says
-    `integration_isolation: none`); with the base config's `check_setup`, run in the commit
-    the repository has checked out. The log says which."""
+    """Where this command's lane code and checks run (SPEC §8): in the sandbox, refused while
+    imm holds a token where none works (unless the config says `sandbox: none`); with the base
+    config's `check_setup`, run in the commit the repository has checked out. The log says
+    which."""
     config = batch_repo.config
-    isolation = choose_isolation(config.integration_isolation, holds_token=holds_token)
-    log(isolation.why)
-    area = open_area(isolation.user) if isolation.user is not None else None
+    confinement = confinement_for(batch_repo, holds_token=holds_token)
+    log(confinement.why)
     base = batch_repo.repo.resolve("HEAD") if config.check_setup else None
-    return CheckPlace(isolation, area, path_env, config.check_setup, base, log=log)
+    return CheckPlace(confinement, path_env, config.check_setup, base, log=log)
+
+
+def confinement_for(batch_repo: BatchRepo, *, holds_token: bool) -> Confinement:
+    """The sandbox the config asks for (`integration_isolation`, the key before it, still
+    counts: `none` unconfines, `user` insists)."""
+    config = batch_repo.config
+    mode = "none" if config.integration_isolation == "none" else config.sandbox
+    repo = batch_repo.repo
+    folders = list(dict.fromkeys([repo.common_directory(), repo.git_directory()]))
+    return choose_confinement(
+        mode, holds_credential=holds_token or config.integration_isolation == "user",
+        git_folders=folders, exposed=config.sandbox_expose, check_network=config.check_network,
+    )  # fmt: skip
 
 
 def pass_ports(

@@ -11,8 +11,9 @@ from typing import TextIO
 
 from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
 from imm_action.actions.summary import lane_summary
-from imm_action.batches.repo import BatchRepo, committer_of, open_batch_repo
+from imm_action.batches.repo import BatchRepo, check_place, committer_of, open_batch_repo
 from imm_action.console import CommandIO
+from imm_action.credentials import token
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
@@ -156,22 +157,29 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         committer=committer_of(batch_repo.config),
         plan_paths=plan_paths(state, config_path()),
     )
-    verifier = Verifier(
-        batch_repo.repo,
-        ResultCache(),
-        path_env=args.environment.get("PATH", ""),
-        mask=masker_for(args.environment),
-    )
     log: TextIO = args.log.open("a", encoding="utf-8", buffering=1) if args.log else sys.stdout
+    path_env = args.environment.get("PATH", "")
     try:
-        result = run_lane(
-            spec,
-            refs,
-            verifier,
-            environment=args.environment,
-            log=log,
-            git_date=_git_now,
-        )
+        # the lane's checks run where and with what the integrator's do (SPEC §8): the same
+        # sandbox, the same check_setup (reused: prepared before, for this base's lockfiles)
+        place = check_place(
+            batch_repo, path_env, lambda line: print(f"imm: {line}", file=log, flush=True),
+            holds_token=token() is not None,
+        )  # fmt: skip
+        try:
+            verifier = Verifier(batch_repo.repo, ResultCache(), path_env=path_env,
+                                mask=masker_for(args.environment), place=place)  # fmt: skip
+            result = run_lane(
+                spec,
+                refs,
+                verifier,
+                environment=args.environment,
+                log=log,
+                git_date=_git_now,
+                confinement=place.confinement,
+            )
+        finally:
+            place.close()
     finally:
         if args.log:
             log.close()

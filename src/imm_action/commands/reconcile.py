@@ -58,10 +58,10 @@ DEFAULT_TOKEN_NOTE = (
     "the action's `github-token` for that._"
 )
 UNISOLATED_NOTE = (
-    "_Integration checks run as the runner's own user (`integration_isolation: none` in the "
-    "config): code a lane wrote, run by a check, can reach this job's token. Remove the "
-    "setting where imm can become another user (as root or with passwordless sudo, as on "
-    "GitHub's hosted runners)._"
+    "_Checks run unconfined (`sandbox: none` in the config): code a lane wrote, run by a "
+    "check, can reach this job's token. Remove the setting where bubblewrap can make its "
+    "namespaces (Linux, directly or through passwordless sudo, as on GitHub's hosted "
+    "runners)._"
 )
 
 
@@ -118,7 +118,7 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored
     if github is not None:
-        _report(github, batch_repo, stored, args, unisolated=place.isolation.user is None)
+        _report(github, batch_repo, stored, args, unisolated=not place.confinement.active)
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))

@@ -197,6 +197,15 @@ class GitRepo:
             self._common_dir = (self.path / found).resolve()
         return self._common_dir
 
+    def configured_identity(self) -> Identity | None:
+        """The user's `user.name` and `user.email` as this repository's git sees them; None
+        when either is unset."""
+        values = [
+            self.git.run(["config", "--get", key], ok_codes=(0, 1)).stdout.strip()
+            for key in ("user.name", "user.email")
+        ]
+        return Identity(values[0], values[1]) if all(values) else None
+
     def objects_directory(self) -> Path:
         """Where this repository keeps its objects, absolute (shared by linked worktrees)."""
         if self._objects_path is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import threading
 from collections import deque
@@ -47,9 +48,10 @@ from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.text import LineReader, clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
+from imm_action.verify.confine import NOT_CONFINED, Bind, Confined, Confinement
 from imm_action.verify.contain import end, start_contained, wait_contained
 from imm_action.verify.failures import check_failures, command_text
-from imm_action.verify.trees import PROMPT_FILE, CheckoutTree, checked_out
+from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree, checked_out
 
 REASON_EMPTY = "lane_empty"
 REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
@@ -89,6 +91,7 @@ def run_lane(
     environment: Mapping[str, str],
     log: TextIO,
     git_date: Callable[[], str],
+    confinement: Confinement = NOT_CONFINED,
 ) -> LaneResult:
     repo = refs.repo
     # The refs the lane publishes at its end must be nameable before the executor does paid
@@ -106,8 +109,9 @@ def run_lane(
         lane_repo = LaneRepository(repo, checkout.root, checkout.index)
         lane_repo.create(spec.base_head, lane_branch(spec.slug, spec.task_id))
         lane = _Lane(
-            spec, repo, lane_repo, checkout, verifier, log, git_date, masker_for(environment)
-        )
+            spec, repo, lane_repo, checkout, verifier, log, git_date, masker_for(environment),
+            confinement,
+        )  # fmt: skip
         try:
             outcome = lane.work(environment)
         finally:
@@ -126,10 +130,26 @@ class _Lane:
     log: TextIO
     git_date: Callable[[], str]
     mask: Masker = NO_MASK
+    confinement: Confinement = NOT_CONFINED
 
     @property
     def prompt(self) -> Path:
         return self.checkout.slot / PROMPT_FILE
+
+    @property
+    def home(self) -> Path:
+        return self.checkout.slot / LANE_HOME
+
+    @property
+    def tree_at(self) -> str:
+        """Where the executor sees its tree (one path for every lane, in the sandbox)."""
+        return self.confinement.tree_at or str(self.checkout.root)
+
+    def _seen(self, beside: str) -> str:
+        """Where a file beside the tree (the prompt) is seen by the executor."""
+        if not self.confinement.active:
+            return str(self.checkout.slot / beside)
+        return str(Path(self.tree_at).parent / beside)
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
@@ -143,9 +163,10 @@ class _Lane:
             for item in intent.acceptance
         ]
         extra = {
-            **_imm_variables(spec, self.prompt),
+            **_imm_variables(spec, self._seen(PROMPT_FILE)),
             # git in the lane finds the lane's repository or none, never one around the slot
-            "GIT_CEILING_DIRECTORIES": str(self.checkout.slot),
+            "GIT_CEILING_DIRECTORIES": str(Path(self.tree_at).parent),
+            **self._own_home(environment),
         }
         env = executor_environment(environment, spec.executor_env, extra)
         if spec.lane_setup:
@@ -154,6 +175,49 @@ class _Lane:
                 why = f"lane_setup {failure_ending(setup)}"
                 return self._needs_human(why, 0, [], [setup])
         return self._attempts(intent, checks, env)
+
+    def _own_home(self, environment: Mapping[str, str]) -> dict[str, str]:
+        """In the sandbox, the executor's own writable home, fresh for the lane (agents keep
+        their state there; `lane_setup` installs there), holding copies of the paths the config
+        exposes under the user's home — never the user's credential files. Unconfined, the
+        caller's."""
+        if not self.confinement.active:
+            return {}
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(mode=0o700)
+        user_home = Path(environment.get("HOME") or Path.home())
+        for exposed in self.confinement.exposed:
+            source = Path(exposed)
+            if source.is_relative_to(user_home) and os.path.lexists(source):
+                copy = self.home / source.relative_to(user_home)
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                if source.is_dir():
+                    shutil.copytree(source, copy, symlinks=True)
+                else:
+                    shutil.copy2(source, copy, follow_symlinks=False)
+        # git's identity, and nothing else of the user's git config (which may hold
+        # credential helpers or URLs with tokens): an agent that commits needs a name
+        identity = self.repo.configured_identity() or self.spec.committer
+        (self.home / ".gitconfig").write_text(
+            f"[user]\n\tname = {_quoted(identity.name)}\n\temail = {_quoted(identity.email)}\n",
+            encoding="utf-8",
+        )
+        path = environment.get("PATH", "")
+        return {"HOME": str(self.home), "TMPDIR": "/tmp",
+                "PATH": os.pathsep.join([str(self.home / ".local" / "bin"), path])}  # fmt: skip
+
+    def _confined(self) -> Confined:
+        """The executor's place in the sandbox: its tree and home writable, its prompt and
+        the user's objects (its repository's alternates) read-only."""
+        objects = self.repo.objects_directory()
+        binds = [
+            Bind(self.checkout.root, self.tree_at, writable=True),
+            Bind(self.home, str(self.home), writable=True),
+            Bind(objects, str(objects)),
+        ]
+        if self.prompt.exists():  # not yet for lane_setup
+            binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
+        return Confined(self.confinement, tuple(binds), self.tree_at)
 
     def _attempts(
         self, intent: TaskIntent, checks: list[Check], env: dict[str, str]
@@ -259,7 +323,7 @@ class _Lane:
                 with open(stdin or os.devnull, "rb") as given:
                     process = start_contained(
                         argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE,
-                        stdin=given,
+                        stdin=given, confined=self._confined(),
                     )  # fmt: skip
             except OSError as error:
                 return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
@@ -362,14 +426,20 @@ def _plain_identity(identity: Identity) -> Identity | None:
     return Identity(name, email) if name else None
 
 
-def _imm_variables(spec: LaneSpec, prompt: Path) -> dict[str, str]:
+def _quoted(value: str) -> str:
+    """A git config value: quoted, with its quotes and backslashes escaped, on one line."""
+    cleaned = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    return f'"{cleaned}"'
+
+
+def _imm_variables(spec: LaneSpec, prompt: str) -> dict[str, str]:
     return {
         "IMM_BATCH_ID": spec.batch_id,
         "IMM_INITIATIVE": spec.slug,
         "IMM_TASK_ID": spec.task_id,
         "IMM_SLICE_ID": spec.slice_id,
         "IMM_INTENT_PATH": intent_path(spec.task_id),
-        "IMM_PROMPT_FILE": str(prompt),
+        "IMM_PROMPT_FILE": prompt,
         "IMM_ATTEMPT": "1",
         "IMM_BASE_HEAD": spec.base_head,
     }

@@ -22,6 +22,7 @@ from imm_action.batches.repo import (
     pass_ports,
     pass_request,
 )
+from imm_action.credentials import token
 from imm_action.errors import ImmError
 from imm_action.git import GitError
 from imm_action.integrate.continuation import Stopped
@@ -101,11 +102,12 @@ class Coordinator:
         self.lanes = LocalLanes(os.getpid(), launcher, log_dir, self._event)
         self.view = CoordinatorView(running=self.lanes.running)
         self.results = ResultCache()  # check results of this run, kept between passes
-        # where integration checks run: as another user where imm can become one (the log
-        # says which); `check_setup` runs first, once, before the background worker forks
+        # where lane code runs: in the sandbox (the log says so); `check_setup` runs first,
+        # once, before the background worker forks
         self.place = check_place(
-            batch_repo, options.environment.get("PATH", ""), self._event, holds_token=False
-        )
+            batch_repo, options.environment.get("PATH", ""), self._event,
+            holds_token=token() is not None,
+        )  # fmt: skip
         settings = CheckSettings(
             batch_repo.root,
             options.environment.get("PATH", ""),

@@ -69,7 +69,8 @@ class CommitterConfig(_ConfigModel):
     email: PersonEmail
 
 
-IntegrationIsolation = Literal["auto", "user", "none"]  # decision 0031
+IntegrationIsolation = Literal["auto", "user", "none"]  # decision 0031, kept for old files
+SandboxMode = Literal["auto", "sudo", "none"]  # decision 0048
 
 
 class RepoConfig(_ConfigModel):
@@ -99,13 +100,20 @@ class RepoConfig(_ConfigModel):
     # I/O or the network rather than the CPU gain from more.
     verify_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] | None = None
     close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated
-    # How integration checks are kept from imm's credentials (SPEC §8, decision 0031): `auto`
-    # runs them as another user where imm can become one (root, passwordless sudo), `user`
-    # insists on it, `none` runs them as imm's own user — refused otherwise while imm holds a
-    # token, since a check runs code a lane wrote.
+    # How lane code (executors, lane_setup, checks, check_setup) is sandboxed (SPEC §8,
+    # decision 0048): `auto` in bubblewrap, through passwordless sudo where the kernel lets no
+    # user make namespaces; `sudo` always through sudo; `none` unconfined (refused otherwise
+    # where no sandbox works while imm holds a credential).
+    sandbox: SandboxMode = "auto"
+    # Paths lane code may see that the sandbox hides by default (an agent's own config folder,
+    # `~/.claude`): shown read-only, and copied into an executor's own home.
+    sandbox_expose: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    check_network: bool = True  # false: checks run without a network
+    # Before decision 0048: `none` is `sandbox: none`; `user` insists on a sandbox.
     integration_isolation: IntegrationIsolation = "auto"
-    # Prepares the environment integration checks run in, once per job or `imm run`, before
-    # any check, in the same isolation, in a checkout of the base (decision 0032). What it
-    # installs into $HOME (a venv at $HOME/.venv, `pip install --user`) is on the checks' PATH,
-    # read-only to them.
+    # Prepares the environment every check runs in, lanes' and integration's alike, in the
+    # sandbox, in a checkout of the base (decisions 0032, 0048); kept and reused while the
+    # command, the base's lockfiles and PATH are unchanged. What it installs into $HOME (a venv
+    # at $HOME/.venv, `pip install --user`) is on the checks' PATH, and what it leaves in its
+    # tree (node_modules, .venv) is in every check's tree, read-only.
     check_setup: CommandLine | None = None

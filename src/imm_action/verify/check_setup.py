@@ -1,30 +1,45 @@
-"""Where integration checks run, and the environment `check_setup` prepares for them
-(decisions 0031, 0032).
+"""Where checks run, and the environment `check_setup` prepares for them (decisions 0032,
+0048).
 
-`CheckPlace` is chosen once per job or `imm run`: the isolation (isolation.py), the folder its
-checks live in, and the config's `check_setup`. Setup runs once, before the first check, as the
-checks run (the same user, the same namespace), in a checkout of the base — never of a lane's
-candidate — with the network settings an installer needs. What it leaves in its home (a venv
-at `$HOME/.venv`, `pip install --user` into `$HOME/.local`) is then imm's and read-only: every
-check runs with that home and those folders first on its PATH, and its own fresh temp and
-cache folders. A forked worker finds setup done through the files it left (`setup.json`)."""
+`CheckPlace` is chosen once per job or `imm run`: the sandbox (confine.py) and the config's
+`check_setup`. It prepares the checks of the lanes and of the integrator alike. Setup runs in
+the sandbox, in a checkout of the base — never of a lane's candidate — with the network
+settings an installer needs and the user's package-manager settings (`~/.npmrc`, pip's config:
+setup runs the base's trusted config; lane code never sees them). Its result is kept under
+`<git common dir>/imm/setup/<digest>`, the digest of the command, the base's lockfiles and the
+PATH, and reused by every later run while they are unchanged:
+
+- what it leaves in its home (a venv at `$HOME/.venv`, `pip install --user` into
+  `$HOME/.local`) is on every check's PATH, bound read-only;
+- what it leaves in its tree that git does not track (`node_modules`, an in-tree `.venv`,
+  `vendor/`) is bound read-only at the same place in every check's tree. Every command sees
+  its tree at one path (`Confinement.tree_at`), so a venv's scripts and an editable install
+  made in setup's tree work in every check's;
+- package managers' caches (`XDG_CACHE_HOME`, npm's) persist in `<git common dir>/imm/cache`.
+
+Without `check_setup`, checks run with the caller's PATH (the user's own toolchain, read-only).
+"""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shlex
 import shutil
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import CheckResult
-from imm_action.verify.isolation import CheckArea, Isolation
+from imm_action.verify.confine import NOT_CONFINED, Bind, Confinement
 from imm_action.verify.sandbox import Sandbox, run_command
 from imm_action.verify.trees import checked_out
 
@@ -38,97 +53,164 @@ _NETWORK_NAMES = frozenset(
         "NODE_EXTRA_CA_CERTS",
     }
 )  # fmt: skip
-_NETWORK_PREFIXES = ("PIP_", "UV_", "NPM_CONFIG_")
+_NETWORK_PREFIXES = ("PIP_", "UV_", "NPM_CONFIG_", "npm_config_", "YARN_")
+# the files whose content decides what setup installs (at the base's root)
+LOCKFILES = frozenset(
+    {
+        "package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock",
+        "pnpm-lock.yaml", "bun.lockb", "requirements.txt", "requirements-dev.txt",
+        "constraints.txt", "pyproject.toml", "poetry.lock", "uv.lock", "Pipfile.lock",
+        "setup.py", "setup.cfg", "Gemfile.lock", "go.sum", "Cargo.lock", "composer.lock",
+    }
+)  # fmt: skip
+# the user's package-manager settings: setup reads them where they are (never copied)
+_SETTINGS = ((".npmrc", "NPM_CONFIG_USERCONFIG"), (".config/pip/pip.conf", "PIP_CONFIG_FILE"),
+             (".pip/pip.conf", "PIP_CONFIG_FILE"))  # fmt: skip
 _RECORD = "setup.json"
+
+
+class SetupRecord(BaseModel):
+    """What one setup left: its result, and the untracked paths it made in its tree."""
+
+    result: CheckResult
+    left_in_tree: list[str] = []
+    run: str = ""  # the run a failed setup belongs to (a pass is reused by every run)
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """What checks run with: the home setup prepared (None: none ran) and the PATH."""
+    """What checks run with: the home setup prepared (None: none ran), the PATH, and what
+    setup left in its tree, bound into every check's."""
 
     home: Path | None
     path_env: str
+    binds: tuple[tuple[str, Path], ...] = ()  # (path in the tree, where it is kept)
+    reused: bool = False
 
 
 @dataclass
 class CheckPlace:
-    """Where one command's integration checks run (isolation, area) and what they run with
-    (`check_setup`, run once by `prepared`)."""
+    """Where one command's checks run (the sandbox) and what they run with (`check_setup`,
+    run once per digest by `prepared`)."""
 
-    isolation: Isolation
-    area: CheckArea | None  # where isolated checks live; None: the repository's pool
+    confinement: Confinement
     path_env: str
     setup: str | None = None  # the base config's check_setup
     setup_tree: str | None = None  # the commit setup runs in (the base)
-    folder: Path | None = None  # where setup's home and record lie
     log: Callable[[str], None] | None = None
-    # the verifier's threads ask at once: one of them makes the folder
-    _making: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    _found: Prepared | None = field(default=None, repr=False)
+    # the verifier's threads ask at once: one of them looks
+    _looking: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def close(self) -> None:
-        """The checks' folder and setup's home removed (the run is over)."""
-        if self.area is not None:
-            self.area.remove()
-        elif self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        """The run is over (what setup prepared stays for the next run)."""
+        self.confinement.close()
 
     def prepared(self, repo: GitRepo) -> Prepared | CheckResult:
-        """What checks run with, setup run first if it has not run yet; its failing result
-        when it failed (every check then fails with it)."""
+        """What checks run with, setup run first where it has not run for this digest; its
+        failing result when it failed (every check then fails with it)."""
         if self.setup is None or self.setup_tree is None:
             return Prepared(None, self.path_env)
-        folder = self._folder()
+        with self._looking:
+            if self._found is not None:
+                return self._found
+            found = self._prepare(repo)
+            if isinstance(found, Prepared):
+                self._found = found
+            return found
+
+    def _prepare(self, repo: GitRepo) -> Prepared | CheckResult:
+        folder = repo.common_directory() / "imm" / "setup" / self._digest(repo)
+        folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "lock", "a+") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one runner of setup, even across the fork
-            record = folder / _RECORD
-            if not record.exists():
-                result = self._run(repo, folder / "home")
-                record.write_text(result.model_dump_json())
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one runner of setup, across processes too
+            record = _read_record(folder / _RECORD)
+            reused = record is not None and (record.result.passed or record.run == self.run_id)
+            if record is None or not reused:
+                record = self._run(repo, folder)
+                (folder / _RECORD).write_text(record.model_dump_json())
                 if self.log is not None:
+                    result = record.result
                     how = "passed" if result.passed else f"failed ({_ending(result)})"
                     self.log(f"check_setup {how} in {result.duration_ms / 1000:.1f} s")
-            found = CheckResult.model_validate_json(record.read_text())
-        if not found.passed:
-            return found
+            elif self.log is not None and record.result.passed:
+                self.log("check_setup: reused what it prepared before (lockfiles unchanged)")
+        if not record.result.passed:
+            return record.result
         home = folder / "home"
         path = os.pathsep.join([str(home / ".venv" / "bin"), str(home / ".local" / "bin"),
                                 self.path_env])  # fmt: skip
-        return Prepared(home, path)
+        kept = tuple((name, folder / "tree" / name) for name in record.left_in_tree)
+        return Prepared(home, path, kept, reused)
 
-    def _folder(self) -> Path:
-        with self._making:
-            return self._made_folder()
+    def _digest(self, repo: GitRepo) -> str:
+        """Of what decides setup's result: the command, the base's lockfiles, the PATH and
+        where trees are seen."""
+        entries = repo.tree_entries(self.setup_tree or "", sorted(LOCKFILES), recursive=False)
+        parts = [self.setup or "", self.path_env, self.confinement.tree_at or "",
+                 *(f"{path}={entry.oid}" for path, entry in sorted(entries.items()))]  # fmt: skip
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
-    def _made_folder(self) -> Path:
-        if self.folder is None:
-            base = self.area.root if self.area is not None else None
-            self.folder = Path(tempfile.mkdtemp(prefix="imm-check-setup-", dir=base))
-            os.chmod(self.folder, 0o711)
-        return self.folder
-
-    def _run(self, repo: GitRepo, home: Path) -> CheckResult:
-        home.mkdir(mode=0o711)
-        user = self.isolation.user
+    def _run(self, repo: GitRepo, folder: Path) -> SetupRecord:
+        for part in ("home", "tree"):
+            shutil.rmtree(folder / part, ignore_errors=True)
+            (folder / part).mkdir()
+        home = folder / "home"
         argv = shlex.split(self.setup or "")
         command = DescriptorCommand(executable=argv[0], argv=argv[1:], timeout_ms=SETUP_TIMEOUT_MS)
-        network = tuple(
-            (name, value)
-            for name, value in sorted(os.environ.items())
-            if name in _NETWORK_NAMES or name.startswith(_NETWORK_PREFIXES)
-        )
-        pool = self.area.trees if self.area is not None else None
-        with checked_out(repo, self.setup_tree or "", pool) as checkout:
-            if user is not None:
-                user.own(home)
-            try:
-                sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [], user=user,
-                                  extra=network)  # fmt: skip
-                with checkout.untrusted():
-                    result = run_command(sandbox, "check_setup", command, ())
-            finally:
-                if user is not None:
-                    user.take_back(home)  # read-only for the checks from now on
-        return result
+        cache = repo.common_directory() / "imm" / "cache"
+        cache.mkdir(parents=True, exist_ok=True)
+        extra, binds = _installer_settings(cache)
+        with checked_out(repo, self.setup_tree or "") as checkout:
+            sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [],
+                              confinement=self.confinement, extra=extra,
+                              binds=(Bind(cache, str(cache), writable=True), *binds))  # fmt: skip
+            with checkout.untrusted():
+                result = run_command(sandbox, "check_setup", command, ())
+            left: list[str] = []
+            if result.passed:
+                left = _keep_what_it_left(checkout.untracked(), checkout.root, folder / "tree")
+        return SetupRecord(result=result, left_in_tree=left, run=self.run_id)
+
+
+def _installer_settings(
+    cache: Path,
+) -> tuple[tuple[tuple[str, str], ...], tuple[Bind, ...]]:
+    """Setup's network settings, its package managers' caches in imm's cache, and the user's
+    package-manager settings (shown to setup where the sandbox hides them)."""
+    network = {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name in _NETWORK_NAMES or name.startswith(_NETWORK_PREFIXES)
+    }
+    network.update({"XDG_CACHE_HOME": str(cache / "xdg"), "npm_config_cache": str(cache / "npm"),
+                    "YARN_CACHE_FOLDER": str(cache / "yarn")})  # fmt: skip
+    binds = []
+    home = Path(os.environ.get("HOME") or Path.home())
+    for relative, variable in _SETTINGS:
+        settings = home / relative
+        if settings.is_file() and variable not in network:
+            network[variable] = str(settings)
+            binds.append(Bind(settings, str(settings)))
+    return tuple(network.items()), tuple(binds)
+
+
+def _keep_what_it_left(untracked: list[str], root: Path, kept: Path) -> list[str]:
+    """The paths git does not track that setup made in its tree (a folder named once, as
+    `ls-files --directory` names it), moved to `kept`."""
+    names = sorted({path.rstrip("/") for path in untracked if path.strip("/")})
+    for name in names:
+        (kept / name).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(root / name, kept / name)
+    return names
+
+
+def _read_record(path: Path) -> SetupRecord | None:
+    try:
+        return SetupRecord.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _ending(result: CheckResult) -> str:
@@ -137,3 +219,14 @@ def _ending(result: CheckResult) -> str:
     if result.timed_out:
         return "timed out"
     return f"exit {result.exit_code}"
+
+
+def unconfined_place(path_env: str) -> CheckPlace:
+    """Checks with no sandbox and no setup (a lane job's own checks before a place is chosen,
+    benchmarks)."""
+    return CheckPlace(NOT_CONFINED, path_env)
+
+
+def scratch_folder() -> Path:
+    """A fresh folder for a group of checks' home, temp and cache."""
+    return Path(tempfile.mkdtemp(prefix="imm-check-"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,8 +19,8 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.plan.glob import scope_covers
-from imm_action.verify.check_setup import CheckPlace, Prepared
-from imm_action.verify.isolation import CheckArea
+from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
+from imm_action.verify.confine import Bind, Confinement
 from imm_action.verify.sandbox import Sandbox, run_command
 from imm_action.verify.trees import CheckoutTree, checked_out
 
@@ -261,49 +261,53 @@ class Verifier:
         group: list[Check],
         at: CheckoutTree | None,
     ) -> list[tuple[Check, CheckResult]]:
-        place = self._place
-        prepared = place.prepared(self._repo) if place is not None and at is None else None
+        """One environment's checks in one tree (`at`, or a slot of the pool), in the sandbox,
+        with what `check_setup` prepared: a lane's checks and the integrator's alike."""
+        place = self._place or unconfined_place(self._path_env)
+        prepared = place.prepared(self._repo)
         if isinstance(prepared, CheckResult):
             return [(check, _setup_failed(check, prepared)) for check in group]
-        if place is not None and place.area is not None and at is None:
-            return self._run_isolated(tree, environment, group, place.area, prepared)
-        with (
-            tempfile.TemporaryDirectory(prefix="imm-verify-") as scratch,
-            contextlib.nullcontext(at)
-            if at is not None
-            else checked_out(self._repo, tree) as checkout,
-        ):
-            home = Path(scratch) / "home"
-            path_env, setup_home = self._path_env, None
-            if prepared is not None:
-                path_env, setup_home = prepared.path_env, prepared.home
-            sandbox = Sandbox(checkout.root, setup_home or home, path_env, checkout.changed,
-                              scratch=home if setup_home else None)  # fmt: skip
-            # descriptors are untrusted: one that writes the slot's index taints the slot
-            with checkout.untrusted():
-                return _run_in(sandbox, environment, group)
-
-    def _run_isolated(
-        self,
-        tree: str,
-        environment: DescriptorEnvironment,
-        group: list[Check],
-        area: CheckArea,
-        prepared: Prepared | None,
-    ) -> list[tuple[Check, CheckResult]]:
-        """As the check user, in a tree of the area's pool (open to it: trees.py)."""
-        user = area.user
-        scratch = area.fresh_home()
+        scratch = scratch_folder()
         try:
-            with checked_out(self._repo, tree, area.trees) as checkout:
-                home = prepared.home if prepared is not None and prepared.home else None
-                path_env = prepared.path_env if prepared is not None else self._path_env
-                sandbox = Sandbox(checkout.root, home or scratch, path_env, checkout.changed,
-                                  user=user, scratch=scratch if home else None)  # fmt: skip
+            with (
+                contextlib.nullcontext(at)
+                if at is not None
+                else checked_out(self._repo, tree) as checkout
+            ):
+                sandbox = _check_sandbox(checkout.root, scratch, prepared, place.confinement,
+                                         checkout.changed)  # fmt: skip
+                # descriptors are untrusted: one that writes the slot's index taints the slot
                 with checkout.untrusted():
                     return _run_in(sandbox, environment, group)
         finally:
-            user.remove(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _check_sandbox(
+    root: Path,
+    scratch: Path,
+    prepared: Prepared,
+    confinement: Confinement,
+    changes: Callable[[tuple[str, ...]], list[str]],
+) -> Sandbox:
+    """A check's sandbox: its tree, a scratch home (or setup's, read-only, with the scratch
+    for temp and cache), and what setup left in its tree, at the same place in this one."""
+    home = scratch / "home"
+    home.mkdir()
+    binds: list[Bind] = []
+    if prepared.home is not None:
+        binds.append(Bind(prepared.home, str(prepared.home)))
+    seen_at = confinement.tree_at if confinement.active else None
+    for name, kept in prepared.binds:
+        if seen_at is not None:
+            binds.append(Bind(kept, f"{seen_at}/{name}"))
+        elif not os.path.lexists(root / name):
+            # unconfined: a link the next holder's sweep removes (trees.py)
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(kept, root / name)
+    return Sandbox(root, prepared.home or home, prepared.path_env, changes,
+                   confinement=confinement, scratch=home if prepared.home else None,
+                   binds=tuple(binds), network=confinement.check_network)  # fmt: skip
 
 
 def _run_in(

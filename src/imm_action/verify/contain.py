@@ -1,9 +1,11 @@
 """Starting untrusted commands (executors, `lane_setup`, descriptors) so that ending them ends
-every process they started (SPEC §8; decision 0011).
+every process they started (SPEC §8; decisions 0011, 0048).
 
-Each command runs under `reaper.py` in a session of its own: the reaper is a child subreaper, so a
-descendant that calls `setsid` or double-forks is still its to kill. `end` asks the reaper to stop
-(SIGTERM: it kills the whole tree and exits) and, should it not exit in time, kills its group.
+In the sandbox (confine.py), the command's PID namespace does it: when the command ends, or
+bwrap is killed, the kernel ends every process of the namespace. Unconfined (`sandbox: none`,
+or a kernel without namespaces), each command runs under `reaper.py` in a session of its own: the
+reaper is a child subreaper, so a descendant that calls `setsid` or double-forks is still its to
+kill. `end` asks the command to stop (SIGTERM) and, should it not exit in time, kills its group.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from imm_action.verify.isolation import CheckUser
+from imm_action.verify.confine import Confined
 
 REAPER = Path(__file__).with_name("reaper.py")
 END_GRACE_S = 5.0
@@ -35,17 +37,15 @@ def start_contained(
     stdout: _Stream,
     stderr: _Stream = subprocess.STDOUT,
     stdin: _Stream = subprocess.DEVNULL,
-    user: CheckUser | None = None,
+    confined: Confined | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`argv` under a reaper in a new session; stdin is /dev/null unless given, no shell.
-    As `user` (isolation.py), a PID namespace of its own is the reaper: when the command ends
-    or is ended, the kernel ends every process it left."""
-    # -I: no user site or PYTHON* variables of the untrusted environment; -S: no site import
-    command = (
-        [sys.executable, "-I", "-S", str(REAPER), *argv]
-        if user is None
-        else user.command(argv, env)
-    )
+    """`argv` in a new session, in the sandbox when `confined` (a PID namespace of its own is
+    then the reaper), else under a reaper; stdin is /dev/null unless given, no shell."""
+    if confined is not None and confined.confinement.active:
+        command = confined.command(argv, env)
+    else:
+        # -I: no user site or PYTHON* variables of the untrusted environment; -S: no site
+        command = [sys.executable, "-I", "-S", str(REAPER), *argv]
     return subprocess.Popen(
         command,
         cwd=cwd,

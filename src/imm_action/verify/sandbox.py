@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,8 +18,8 @@ from pathlib import Path
 
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
+from imm_action.verify.confine import NOT_CONFINED, Bind, Confined, Confinement, inside
 from imm_action.verify.contain import end, start_contained
-from imm_action.verify.isolation import CheckUser, which_for
 
 _READ_CHUNK = 65536
 
@@ -29,7 +28,7 @@ FileStamp = tuple[int, int, int]  # mode, size, mtime_ns
 
 @dataclass(frozen=True)
 class Sandbox:
-    """A materialised tree and the private home its commands get."""
+    """A materialised tree, the private home its commands get, and the sandbox they run in."""
 
     root: Path
     home: Path
@@ -37,11 +36,18 @@ class Sandbox:
     # Tracked files changed outside the writable folders, when git's own stat data can tell
     # (a checkout with its own index, trees.py); else the tree is walked before and after.
     changes: Callable[[tuple[str, ...]], list[str]] | None = None
-    user: CheckUser | None = None  # run as this user (isolation.py); None: as imm's own
+    confinement: Confinement = NOT_CONFINED  # the sandbox (confine.py); inactive: a reaper
     # where TMPDIR and XDG_CACHE_HOME go when `home` is not the command's to write (a home
     # `check_setup` prepared, shared read-only by every check); None: in `home`
     scratch: Path | None = None
     extra: tuple[tuple[str, str], ...] = ()  # more variables (setup's network settings)
+    binds: tuple[Bind, ...] = ()  # more paths seen inside (setup's home and tree, read-only)
+    network: bool = True
+
+    @property
+    def seen_at(self) -> str | None:
+        """Where the tree is seen inside the sandbox; None: at its own path."""
+        return self.confinement.tree_at if self.confinement.active else None
 
     def environment(self) -> dict[str, str]:
         writable = self.scratch or self.home
@@ -52,10 +58,23 @@ class Sandbox:
         return {
             "PATH": self.path_env,
             "HOME": str(self.home),
-            "TMPDIR": str(tmp),
+            # in the sandbox, /tmp is the command's own (nothing it leaves there outlives it)
+            "TMPDIR": "/tmp" if self.confinement.active else str(tmp),
             "XDG_CACHE_HOME": str(cache),
             **dict(self.extra),
         }
+
+    def confined(self, cwd: Path) -> Confined:
+        """The command's place in the sandbox: its tree writable at `seen_at`, its home and
+        scratch writable, `binds` as given."""
+        writable = [self.home] if self.scratch is None else [self.scratch]
+        binds = (
+            Bind(self.root, self.seen_at or str(self.root), writable=True),
+            *(Bind(folder, str(folder), writable=True) for folder in writable),
+            *self.binds,
+        )
+        return Confined(self.confinement, binds, inside(cwd, self.root, self.seen_at),
+                        network=self.network)  # fmt: skip
 
 
 def run_command(
@@ -98,17 +117,29 @@ def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], P
         executable = (root / command.executable[2:]).resolve()
         if not executable.is_relative_to(root) or not executable.is_file():
             raise _CannotRun(f"{command.executable} is not a file of the tree under test")
-        found = str(executable)
+        found = executable
     else:
-        located = (
-            shutil.which(command.executable, path=sandbox.path_env)
-            if sandbox.user is None
-            else which_for(sandbox.user, command.executable, sandbox.path_env)
-        )
+        located = which(command.executable, sandbox.path_env, cwd)
         if located is None:
-            raise _CannotRun(f"{command.executable!r} was not found on PATH")
+            raise _CannotRun(
+                f"{command.executable!r} was not found on PATH; `check_setup` in "
+                ".github/imm.yml prepares what checks run with (docs/first-initiative.md)"
+            )
         found = located
-    return [found, *command.argv], cwd
+    # in the sandbox, a program of the tree is seen where the tree is
+    shown = inside(found, root, sandbox.seen_at) if found.is_relative_to(root) else str(found)
+    return [shown, *command.argv], cwd
+
+
+def which(name: str, path_env: str, cwd: Path) -> Path | None:
+    """`name` on `path_env` as a shell in `cwd` would find it: a relative or empty entry is
+    relative to `cwd` (the command's folder), never to imm's own."""
+    for entry in path_env.split(os.pathsep):
+        folder = Path(entry) if os.path.isabs(entry) else cwd / entry
+        candidate = folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.absolute()
+    return None
 
 
 def _execute(
@@ -118,8 +149,9 @@ def _execute(
         # under a reaper in a session of its own: ending it ends every process it started,
         # `setsid` daemons included (contain.py)
         process = start_contained(
-            argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE, user=sandbox.user
-        )
+            argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE,
+            confined=sandbox.confined(cwd),
+        )  # fmt: skip
     except OSError as error:
         return None, f"cannot start {argv[0]}: {error}".encode(), False, False
     if process.stdout is None:  # started with stdout=PIPE: never None

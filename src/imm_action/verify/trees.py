@@ -56,6 +56,7 @@ _CHECKOUT_TIMEOUT_S = 3600.0
 # Stat data must catch every change: compare ctime, inode and all, whatever the user set.
 _STAT_CONFIG = ("-c", "core.checkStat=default", "-c", "core.trustctime=true")
 PROMPT_FILE = "prompt.md"  # a lane's prompt, beside its tree
+LANE_HOME = "home"  # an executor's own home in the sandbox, beside its tree
 _ASIDE = "lane.git"  # where a lane's repository waits while checks run in its tree
 
 _Stamp = tuple[int, int, int, int, int] | None
@@ -91,12 +92,18 @@ class CheckoutTree:
         listing = self._git(["diff-files", "--name-only", "-z", "--", ".", *excluded])
         return sorted(path for path in listing.split("\0") if path)
 
+    def untracked(self) -> list[str]:
+        """Paths of the tree git does not track, ignored ones too (a folder named once)."""
+        listing = self._git(["ls-files", "-o", "-z", "--directory"])
+        return [path for path in listing.split("\0") if path]
+
     def drop_lane(self) -> None:
         """What a lane leaves beside the files: its executor's repository (in the tree, or set
         aside by `lent` when the lane was killed during its checks) and its prompt."""
         _remove(self.root / ".git")
         _remove(self.slot / _ASIDE)
         _remove(self.slot / PROMPT_FILE)
+        _remove(self.slot / LANE_HOME)
 
     @contextlib.contextmanager
     def lent(self) -> Iterator[CheckoutTree | None]:
