@@ -48,6 +48,8 @@ SUDO_VARIABLE = "IMM_SUDO"  # the operator's sudo, an absolute path (default /us
 ENV_EXEC = Path(__file__).with_name("env_exec.py")
 _SETPRIV = "/usr/bin/setpriv"
 _ENV_INSIDE = "/tmp/.imm-env.json"  # where the sudo path's environment file is seen
+_ENV_EXEC_INSIDE = "/tmp/.imm-env-exec.py"
+_SYSTEM_PYTHON = "/usr/bin/python3"
 _PROBE_TIMEOUT_S = 30.0
 # what credentials live in, under a home (the list of SPEC §8); hidden where they exist
 CREDENTIAL_PATHS = (
@@ -122,10 +124,13 @@ class Confinement:
         uid, gid = self.user or (os.getuid(), os.getgid())
         drop = [_SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
                 "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]  # fmt: skip
-        env_bind = Bind(self._env_file(env), _ENV_INSIDE)
-        layout = self._layout([*binds, env_bind], network=network)
-        return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, sys.executable,
-                "-I", "-S", str(ENV_EXEC), _ENV_INSIDE, *argv]  # fmt: skip
+        # the file and its reader bound in: imm itself may lie where the sandbox hides
+        # (an install under $RUNNER_TEMP); any Python 3 runs the reader
+        env_binds = [Bind(self._env_file(env), _ENV_INSIDE), Bind(ENV_EXEC, _ENV_EXEC_INSIDE)]
+        layout = self._layout([*binds, *env_binds], network=network)
+        python = _SYSTEM_PYTHON if os.access(_SYSTEM_PYTHON, os.X_OK) else sys.executable
+        return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, python,
+                "-I", "-S", _ENV_EXEC_INSIDE, _ENV_INSIDE, *argv]  # fmt: skip
 
     def _layout(self, binds: Sequence[Bind], *, network: bool) -> list[str]:
         args = [
@@ -141,11 +146,18 @@ class Confinement:
         # the operator's folders first: what is hidden stays hidden inside them too
         for folder in self.writable:
             args += ["--bind-try", folder, folder]
+        tmpfs = ["/tmp", "/var/tmp", "/dev/shm"]
         for path in self.hidden:
             if any(path == e or path.startswith(e.rstrip("/") + "/") for e in self.exposed):
                 continue
-            args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", "/dev/null", path]
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
+                tmpfs.append(path)
+            else:
+                args += ["--ro-bind", "/dev/null", path]
+        made: set[str] = set()
         for bind in binds:
+            args += _folders_to(bind.target, tmpfs, made)
             args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
         return args
 
@@ -219,6 +231,20 @@ def choose_confinement(
             ".github/imm.yml to accept the risk"
         )
     return Confinement(None, f"lane code runs unconfined: {why}")
+
+
+def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
+    """The folders above `target` that lie in a tmpfs of the sandbox, made passable (0755):
+    bwrap makes a mount point's missing parents 0700, closed to the command when it runs as
+    another user than bwrap (the sudo path)."""
+    args: list[str] = []
+    parents = list(reversed(Path(target).parents))
+    for parent in map(str, parents):
+        inside_tmpfs = any(parent.startswith(root.rstrip("/") + "/") for root in tmpfs)
+        if inside_tmpfs and parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", parent]
+    return args
 
 
 def _why_none(bwrap: str | None, sudo: tuple[str, ...] | None, mode: SandboxMode) -> str:
