@@ -1,10 +1,11 @@
-"""What isolating integration checks costs (issue 20, ADR 0031).
+"""What the sandbox costs a command (issue 29, ADR 0048), and setup reused.
 
 A repository of `--files` files; `--checks` distinct trivial checks (`true`, each its own
-descriptor) verified one after another on one tree, first as imm's own user (the baseline,
-same run), then isolated (as `imm-check`, in a PID namespace, its tree lent to it). Printed:
-the per-check wall of each, the difference (target: <= 50 ms a check) and the fixed cost of a
-command's isolation (choosing it, making the area). Needs root or passwordless sudo.
+descriptor) verified one after another on one tree, first unconfined under the reaper (the
+baseline, same run), then in the bubblewrap sandbox. Printed: the per-check wall of each, the
+difference (target: <= 15 ms a command), the fixed cost of choosing the sandbox, and what an
+unchanged `check_setup` costs a later run (target: <= 0.2 s). Needs a kernel that lets bwrap
+make namespaces (or passwordless sudo).
 
     python benchmarks/isolation.py [--checks 40] [--files 2000] [--runs 5]
 """
@@ -29,7 +30,7 @@ from imm_action.git.runner import GitRunner  # noqa: E402
 from imm_action.model.descriptor import parse_descriptor  # noqa: E402
 from imm_action.verify.check_setup import CheckPlace  # noqa: E402
 from imm_action.verify.checks import Check, ResultCache, Verifier  # noqa: E402
-from imm_action.verify.isolation import choose_isolation, open_area  # noqa: E402
+from imm_action.verify.confine import NOT_CONFINED, choose_confinement  # noqa: E402
 
 
 def make_repo(root: Path, files: int) -> str:
@@ -67,6 +68,23 @@ def per_check(repo: GitRepo, tree: str, count: int, place: CheckPlace | None, sa
     return (time.perf_counter() - started) / count
 
 
+def setup_reused(repo: GitRepo, confinement: object, run: int) -> float:
+    """A later run's cost of an unchanged check_setup: the first run prepares it, the second
+    (timed) finds it kept for the same command and lockfiles."""
+    from imm_action.verify.confine import Confinement
+
+    assert isinstance(confinement, Confinement)
+    setup = f"sh -c 'mkdir -p $HOME/.local/bin && echo {run} > $HOME/.local/bin/tool'"
+    head = repo.resolve("HEAD")
+    CheckPlace(confinement, os.environ["PATH"], setup, head).prepared(repo)  # the first run
+    started = time.perf_counter()
+    again = CheckPlace(confinement, os.environ["PATH"], setup, head).prepared(repo)
+    took = time.perf_counter() - started
+    if not getattr(again, "reused", False):
+        raise SystemExit(f"check_setup was not reused: {again}")
+    return took
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=40)
@@ -82,28 +100,32 @@ def main() -> int:
         repo = GitRepo(root, GitRunner(root))
         fixed: list[float] = []
         plain: list[float] = []
-        isolated: list[float] = []
+        sandboxed: list[float] = []
+        setup_again: list[float] = []
+        folders = [root / ".git"]
         for run in range(args.runs):
             started = time.perf_counter()
-            isolation = choose_isolation("user", holds_token=True)
-            if isolation.user is None:
-                raise SystemExit("no isolation here: run as root or with passwordless sudo")
-            place = CheckPlace(isolation, open_area(isolation.user), os.environ["PATH"])
+            confinement = choose_confinement("auto", holds_credential=True, git_folders=folders)
             fixed.append(time.perf_counter() - started)
-            try:
-                plain.append(per_check(repo, tree, args.checks, None, f"plain{run}"))
-                isolated.append(per_check(repo, tree, args.checks, place, f"isolated{run}"))
-            finally:
-                place.close()
-        base, cost = statistics.median(plain), statistics.median(isolated)
+            unconfined = CheckPlace(NOT_CONFINED, os.environ["PATH"])
+            place = CheckPlace(confinement, os.environ["PATH"])
+            plain.append(per_check(repo, tree, args.checks, unconfined, f"plain{run}"))
+            sandboxed.append(per_check(repo, tree, args.checks, place, f"sandboxed{run}"))
+            setup_again.append(setup_reused(repo, confinement, run))
+        base, cost = statistics.median(plain), statistics.median(sandboxed)
         print(f"{'':<22} {'median':>9}   runs")
-        print(f"{'as imm (baseline)':<22} {base * 1000:7.1f}ms   "
+        print(f"{'unconfined (baseline)':<22} {base * 1000:7.1f}ms   "
               + ", ".join(f"{p * 1000:.1f}" for p in plain))  # fmt: skip
-        print(f"{'isolated':<22} {cost * 1000:7.1f}ms   "
-              + ", ".join(f"{p * 1000:.1f}" for p in isolated))  # fmt: skip
-        print(f"per-check overhead of isolation: {(cost - base) * 1000:.1f} ms "
-              f"(isolated / baseline = {cost / base:.2f})")  # fmt: skip
-        print(f"fixed cost per command (choose, area): {statistics.median(fixed) * 1000:.1f} ms")
+        print(f"{'in the sandbox':<22} {cost * 1000:7.1f}ms   "
+              + ", ".join(f"{p * 1000:.1f}" for p in sandboxed))  # fmt: skip
+        print(f"per-command overhead of the sandbox: {(cost - base) * 1000:.1f} ms "
+              f"(sandboxed / baseline = {cost / base:.2f})")  # fmt: skip
+        print(f"fixed cost per command (choosing the sandbox): "
+              f"{statistics.median(fixed) * 1000:.1f} ms")  # fmt: skip
+        print(
+            f"check_setup unchanged, a later run's setup: "
+            f"{statistics.median(setup_again) * 1000:.1f} ms (median of {args.runs})"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

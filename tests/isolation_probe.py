@@ -1,4 +1,4 @@
-"""A lane-written check that attacks imm from where integration checks run (issue 20, ADR 0031).
+"""A lane-written check that attacks imm from the sandbox checks run in (issues 20, 29; ADR 0048).
 
 `python3 <probe> EVIDENCE TARGETS [REMOTE]`, run by a lane's own check:
 - reads every `/proc/*/environ` and `/proc/*/cmdline` it can, and counts the processes it sees;
@@ -6,9 +6,8 @@
 - leaves a `setsid` sleeper behind (`sleep 299.25`: found by its command line with
   `running_with`, since a pid inside a PID namespace means nothing outside it);
 - pushes to REMOTE, when given, with whatever credential git finds;
-- writes what it found to `EVIDENCE/found-<uid>.json`, a folder any user may write.
-Run as root it does nothing: that is a lane job's run of the check (it holds no write token,
-ADR 0026); under act it shares the integrate job's host, which on GitHub it never does.
+- writes what it found to `EVIDENCE/found-<uid>-<random>.json` (one file per run: in its lane
+  job and again at integration).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ from typing import Any
 PROBE = """\
 import glob, json, os, pathlib, subprocess, sys
 evidence, targets, remote = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
-if os.getuid() == 0:
-    sys.exit(0)
 found = {"uid": os.getuid(), "processes": 0, "read": "", "wrote": [], "pushed": False}
 for folder in glob.glob("/proc/[0-9]*"):
     found["processes"] += 1
@@ -42,16 +39,16 @@ if remote:
     push = subprocess.run(["git", "push", "--quiet", remote[0], "HEAD:refs/heads/evil"],
                           capture_output=True)
     found["pushed"] = push.returncode == 0
-(evidence / f"found-{os.getuid()}.json").write_text(json.dumps(found))
+(evidence / f"found-{os.getuid()}-{os.urandom(4).hex()}.json").write_text(json.dumps(found))
 """
-SLEEPER = b"sleep\0299.25"  # the command line the sleeper it leaves runs with
+# the command line the sleeper it leaves runs with: arguments joined by NUL ("\x00", never
+# "\0" before a digit, which Python reads as an octal escape: "\0299" is "\x0299")
+SLEEPER = b"sleep\x00299.25"
 
 
-def findings(evidence: Path) -> dict[str, Any]:
-    """What the probe's one run found (there is exactly one run that is not root's)."""
-    [found] = [json.loads(path.read_text()) for path in evidence.glob("found-*.json")]
-    result: dict[str, Any] = found
-    return result
+def findings(evidence: Path) -> list[dict[str, Any]]:
+    """What each run of the probe found (in a lane job and at integration)."""
+    return [json.loads(path.read_text()) for path in sorted(evidence.glob("found-*.json"))]
 
 
 def running_with(marker: bytes) -> list[str]:

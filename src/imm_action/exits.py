@@ -60,7 +60,10 @@ def run_guarded(
 
 
 def _crashed(command: str, error: Exception, io: CommandIO, crash_dir: Path | None) -> int:
-    log = write_crash_log(command, crash_dir or Path(tempfile.gettempdir()))
+    try:
+        log = str(write_crash_log(command, crash_dir or Path(tempfile.gettempdir())))
+    except OSError as failed:  # a name someone took first: the traceback goes to stderr
+        log = f"no file ({failed.strerror}):\n{traceback.format_exc()}"
     io.warn(f"imm {command}: unexpected error: {error!r}; details in {log}")
     return EXIT_UNEXPECTED
 
@@ -81,5 +84,8 @@ def write_crash_log(command: str, directory: Path) -> Path:
     """The current exception's traceback, in a file named for the command, time and process."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = directory / f"imm-{command}-{stamp}-{os.getpid()}.log"
-    path.write_text(traceback.format_exc(), encoding="utf-8")
+    # made here, never followed: a link or file someone planted at the name fails the write
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(traceback.format_exc())
     return path

@@ -156,6 +156,12 @@ class ActWorld:
         return self.root / "spy"
 
     @property
+    def evidence(self) -> Path:
+        """Where lane code attacking from the sandbox writes what it found: with `spy`, the
+        only folders it may write (the operator's IMM_SANDBOX_WRITABLE)."""
+        return self.root / "evidence"
+
+    @property
     def artifacts(self) -> Path:
         return self.root / "artifacts"
 
@@ -179,6 +185,7 @@ class ActWorld:
         `checks`: a task's descriptor instead of the default file check (its scope then takes
         `<task>_attack.py` too); `files`: more files of the base."""
         self.spy.mkdir(parents=True)
+        self.evidence.mkdir(parents=True)
         self.bare.parent.mkdir(parents=True)
         self._git(self.host.root, "init", "-q", "--bare", "-b", "main", str(self.bare))
         self._git(self.bare, "config", "http.receivepack", "true")
@@ -277,6 +284,7 @@ class ActWorld:
             STAND_IN_PYTHON=sys.executable,
             STAND_IN_ARTIFACTS=str(self.artifacts),
             IMM_E2E_EVIL=self.evil_url,  # the artifact stand-ins' store, by run id
+            IMM_SANDBOX_WRITABLE=f"{self.spy}{os.pathsep}{self.evidence}",
             # the stand-in executors read these: passed as an operator would pass them
             IMM_EXECUTOR_ENV="IMM_E2E_SPY,IMM_E2E_BEHAVIOUR,IMM_E2E_EVIL",
         )

@@ -1,21 +1,18 @@
 """A lane's check goes for the integrate job, end to end with act (issue 20): the lane writes a
 probe (tests/attack_executor.py's PROBE) that its own check runs, in its lane job and again at
-integration, where the job holds the write token. There the probe runs as the check user
-(ADR 0031): it reads every `/proc/*/environ` and `cmdline` it can, tries to write the job's
+integration, where the job holds the write token. Both runs are in the sandbox (ADR 0048): it
+reads every `/proc/*/environ` and `cmdline` it can, tries to write the job's
 `~/.gitconfig`, the git config every step reads, the checkout's `.git/config`, every step's
 `$GITHUB_ENV`/`$GITHUB_PATH` and the action's venv, and leaves a process. Nothing it found is the
 token, nothing it tried to write changed, nothing it left runs, and the batch lands as without it.
 
-In act every job shares one machine and runs as root, so the probe's runs in lane jobs (not
-isolated: the lane job holds no write token, ADR 0026) can read and write all of it; only the
-runs at integration are held to the above, told apart by their uid."""
+In act every job shares one machine and runs as root: the sandbox alone keeps the probe from
+what the jobs use."""
 
 from __future__ import annotations
 
 import base64
 import json
-import os
-import pwd
 from pathlib import Path
 
 from tests.attack_executor import PROBE
@@ -40,13 +37,13 @@ def _targets(world: ActWorld) -> list[dict[str, str]]:
 
 
 def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_job_uses(
-    world: ActWorld, open_dir: Path
+    world: ActWorld,
 ) -> None:
     world.behaviour["a"] = "attack"  # copies tools/attack.py to a_attack.py, in its scope
-    (open_dir / "attack.json").write_text(json.dumps({"targets": _targets(world)}))
+    (world.evidence / "attack.json").write_text(json.dumps({"targets": _targets(world)}))
     world.create(
         {"a": [], "b": []}, "shop", checks={"a": descriptor(["a_attack.py"])},
-        files={"tools/attack.py": PROBE.format(out=str(open_dir))},
+        files={"tools/attack.py": PROBE.format(out=str(world.evidence))},
     )  # fmt: skip
     world.dispatch({"initiative": "shop"})
     runs = world.run_dispatches()
@@ -59,31 +56,22 @@ def test_a_lanes_check_at_integration_reaches_no_token_and_changes_nothing_the_j
     pushed = world.remote("for-each-ref", "--format=%(refname)", "refs/heads")
     assert sorted(pushed.split()) == ["refs/heads/imm/shop", "refs/heads/main"]
 
-    uid = pwd.getpwnam("imm-check").pw_uid
-    found = sorted(open_dir.glob(f"collected-{uid}-*"))
-    assert found, "the probe never ran at integration as the check user"
+    # every run of the probe, in a lane job and at integration, ran in the sandbox
+    found = sorted(world.evidence.glob("collected-*"))
+    assert len(found) >= 2, "the probe never ran in a lane job and at integration"
     basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     for run in found:
         assert TOKEN.encode() not in run.read_bytes()
         assert basic.encode() not in run.read_bytes()
-    for run in open_dir.glob(f"tried-{uid}-*"):
+    explicit = [t["path"] for t in _targets(world) if "path" in t]
+    for run in world.evidence.glob("tried-*"):
         tried = json.loads(run.read_text())
-        explicit = [t["path"] for t in _targets(world) if "path" in t]
-        assert {path: tried.get(path) for path in explicit} == dict.fromkeys(
-            explicit, "PermissionError"
-        )
+        assert set(explicit) <= set(tried)  # it tried every one
         assert "wrote" not in tried.values()
-    # the targets are real: the runs in lane jobs (act's user, not isolated) found and wrote them
-    in_lanes: dict[str, str] = {}
-    for run in open_dir.glob(f"tried-{os.getuid()}-*"):
-        in_lanes.update(json.loads(run.read_text()))
-    for kind in ("/workflow/envs.txt", "/workflow/pathcmd.txt", "/pyvenv.cfg", "/.git/config"):
-        assert any(kind in path and did == "wrote" for path, did in in_lanes.items()), kind
-    # what the lane jobs' runs could write, found again as root: nothing of the check user
-    written = [Path(t["path"]) for t in _targets(world) if "path" in t]
+    written = [Path(path) for path in explicit]
     for target in _targets(world):
         if "glob" in target:
             written += [Path(p) for p in sorted(Path("/").glob(target["glob"].lstrip("/")))]
-    marks = (f"imm-probe-{uid}", f"IMM_PROBE_{uid}")
+    marks = ("imm-probe-", "IMM_PROBE_")
     assert [p for p in written if p.exists() and any(m in p.read_text() for m in marks)] == []
-    assert not running_with(f"left-by-{open_dir}".encode())
+    assert not running_with(f"left-by-{world.evidence}".encode())

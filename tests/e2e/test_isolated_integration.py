@@ -1,5 +1,6 @@
-"""The integrate job runs lanes' checks as another user, with what `check_setup` installed
-(issue 20, ADRs 0031-0033): under act, with the shipped workflows, as GitHub would."""
+"""The lane and integrate jobs run lanes' checks in the sandbox, with what `check_setup`
+installed (issues 20, 29; ADRs 0032, 0048): under act, with the shipped workflows, as GitHub
+would."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import descriptor
 from tests.e2e.act_world import TOKEN, ActWorld
-from tests.isolation_probe import PROBE, findings
+from tests.isolation_probe import PROBE, SLEEPER, findings, running_with
 
 # the project's tests need pytest, which only check_setup installs
 SETUP = (
@@ -25,9 +26,9 @@ def test_b_names_itself():
 
 
 def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_once(
-    world: ActWorld, open_dir: Path
+    world: ActWorld,
 ) -> None:
-    evidence = open_dir  # where the probe writes what it found: open to the check user
+    evidence = world.evidence  # where the probe writes what it found (writable in the sandbox)
     targets = [str(world.root / "gitconfig"), str(world.home / ".gitconfig")]
     checks = {
         "a": descriptor(["a_attack.py", str(evidence), json.dumps(targets)]),
@@ -43,13 +44,15 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
     runs = world.run_dispatches()
     assert {run.exit_code for run in runs} == {0}, runs[-1].log[-4000:]
     assert world.state()["batch_state"] == "completed"
-    for run in runs:  # each integrate job: isolated, and setup once before its first check
-        assert "integration checks run as user imm-check" in run.log
-        assert run.log.count("check_setup passed") == 1
+    for run in runs:  # each job: in the sandbox, setup prepared once (or reused) before checks
+        assert "lane code runs in a bubblewrap sandbox" in run.log
+    assert any("check_setup passed" in run.log for run in runs)
     found = findings(evidence)
-    assert found["uid"] != 0  # the integrate job ran it as the check user
-    assert TOKEN not in found["read"]
-    assert found["processes"] <= 3  # its own namespace
-    assert found["wrote"] == []
+    assert len(found) >= 2  # in a lane job and at integration
+    for run in found:
+        assert TOKEN not in run["read"]
+        assert run["processes"] <= 4  # its own namespace
+        assert run["wrote"] == []
     after = {target: Path(target).read_bytes() for target in targets if Path(target).exists()}
     assert after == before
+    assert running_with(SLEEPER) == []

@@ -15,10 +15,10 @@ from imm_action.carriers.source import Initiatives
 from imm_action.commands import reconcile
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from imm_action.verify.isolation import check_user
 from tests.batch_helpers import publish
 from tests.conftest import initiative_files, make_repo
 from tests.fake_github import FakeGitHub, Fault
+from tests.integration.test_sandbox import _namespaces_work
 
 REPO = "acme/widgets"
 
@@ -123,19 +123,19 @@ def test_a_later_pass_reads_the_initiative_by_the_issue_number_the_batch_recorde
     assert len(fake.requests_to("POST", "/graphql")) - before == 1
 
 
-UNISOLATED = "Integration checks run as the runner's own user"
+UNISOLATED = "Checks run unconfined"
 
 
-def test_the_status_comment_says_checks_run_unisolated_under_integration_isolation_none(
+def test_the_status_comment_says_checks_run_unconfined_under_sandbox_none(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:
-    _pass(fake, _arrange(fake, tmp_path, 1, config="integration_isolation: none\n"))
+    _pass(fake, _arrange(fake, tmp_path, 1, config="sandbox: none\n"))
     (comment,) = fake.repo(REPO).comments.values()
     assert UNISOLATED in comment["body"]
-    assert "integration_isolation: none" in comment["body"]
+    assert "sandbox: none" in comment["body"]
 
 
-@pytest.mark.skipif(check_user() is None, reason="needs root or passwordless sudo")
+@pytest.mark.skipif(not _namespaces_work(), reason="the kernel refuses namespaces")
 def test_the_status_comment_says_nothing_of_isolation_when_checks_run_isolated(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:

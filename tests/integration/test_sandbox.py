@@ -129,7 +129,7 @@ def test_no_check_or_executor_writes_another_tree_of_the_pool(attacked: dict[str
     assert not list(trees.glob("*/tree/planted-by-probe"))
 
 
-HIJACK = "#!/bin/sh\necho ran > {out}/hijacked-$(basename $0)\nexec \"$@\"\n"
+HIJACK = '#!/bin/sh\necho ran > {out}/hijacked-$(basename $0)\nexec "$@"\n'
 
 
 def test_a_lanes_programs_named_like_the_sandboxs_tools_never_run_whatever_path_says(
@@ -142,11 +142,15 @@ def test_a_lanes_programs_named_like_the_sandboxs_tools_never_run_whatever_path_
     out.mkdir()
     names = ("setpriv", "bwrap", "sudo", "unshare", "env")
     files = {f"{folder}{name}": HIJACK.format(out=out) for folder in ("bin/", "") for name in names}
-    writer = "import os, pathlib, sys\n" + "".join(
-        f"p = pathlib.Path({path!r}); p.parent.mkdir(exist_ok=True); "
-        f"p.write_text({text!r}); p.chmod(0o755)\n"
-        for path, text in files.items()
-    ) + "t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)\n"
+    writer = (
+        "import os, pathlib, sys\n"
+        + "".join(
+            f"p = pathlib.Path({path!r}); p.parent.mkdir(exist_ok=True); "
+            f"p.write_text({text!r}); p.chmod(0o755)\n"
+            for path, text in files.items()
+        )
+        + "t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)\n"
+    )
     executor = shlex.join([sys.executable, "-c", writer])
     scope = ["bin/**", *names, "a.txt", "b.txt"]
     repo = make_project(tmp_path / "r", {"a": [], "b": []}, scopes={"a": scope, "b": scope})
@@ -174,8 +178,9 @@ def test_a_real_packages_pytest_with_the_callers_venv_lands_every_task_as_root(
              f"    assert {t}() == {i}\n" for i, t in enumerate("ab")}  # fmt: skip
     checks = {t: descriptor(["-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/test_{t}.py"],
                             executable="python") for t in "ab"}  # fmt: skip
+    scopes = {t: [f"calc/{t}.py", f"tests/test_{t}.py"] for t in "ab"}
     repo = make_project(tmp_path / "r", {"a": [], "b": []}, checks=checks, extra_files=PACKAGE,
-                        scopes={t: [f"calc/{t}.py", f"tests/test_{t}.py"] for t in "ab"})  # fmt: skip
+                        scopes=scopes)  # fmt: skip
     files = {**code, **tests}
     writer = "import os, pathlib\nfiles = " + repr(files) + "\nt = os.environ['IMM_TASK_ID']\n" + (
         "for p, c in files.items():\n    if p.endswith(f'{t}.py'):\n"
@@ -202,8 +207,8 @@ def _setup_project(root: Path, count: Path) -> Path:
     reads = "import sys; sys.exit(open('deps/marker').read() != 'made\\n')"
     checks = {"a": descriptor(["--version"], executable="projtool"),
               "b": descriptor(["-c", reads]), "c": descriptor(["-c", reads])}  # fmt: skip
-    return make_project(root, {"a": [], "b": [], "c": ["a"]}, checks=checks,
-                        extra_files={".github/imm.yml": config, ".gitignore": "deps/\n"})  # fmt: skip
+    files = {".github/imm.yml": config, ".gitignore": "deps/\n"}
+    return make_project(root, {"a": [], "b": [], "c": ["a"]}, checks=checks, extra_files=files)
 
 
 def test_check_setup_prepares_the_lanes_checks_too_and_runs_once_per_lockfile_digest(

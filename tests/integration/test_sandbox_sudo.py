@@ -110,8 +110,6 @@ def sudo_runner() -> Iterator[tuple[int, int, Path]]:
         shutil.rmtree(tools.with_name(tools.name + "-imm"), ignore_errors=True)
 
 
-
-
 def test_through_sudo_lane_code_runs_as_imms_user_and_finds_no_token_key_or_other_tree(
     sudo_runner: tuple[int, int, Path],
 ) -> None:
