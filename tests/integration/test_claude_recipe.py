@@ -36,8 +36,13 @@ def claude_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("claude_on_path")
 def test_the_readmes_claude_recipe_lands_both_lanes_of_a_two_task_initiative(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """In the sandbox: the stand-in keeps its state under $HOME at start as the real CLI does,
+    in the lane's own home, never the user's (issue 29)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
     config = io.StringIO()
     YAML().dump({"executor": readme_executor()}, config)  # lane_setup would download Claude
     repo = make_project(
@@ -46,6 +51,8 @@ def test_the_readmes_claude_recipe_lands_both_lanes_of_a_two_task_initiative(
     code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo))
     assert code == 0, err
     assert [c.state for c in current(repo).state.children] == [ChildState.INTEGRATED] * 2
+    assert "lane code runs in a bubblewrap sandbox" in err
+    assert not (home / ".claude.json").exists()  # the lanes' homes were their own
 
 
 def test_the_stand_in_swallows_a_prompt_placed_after_allowed_tools_as_the_real_cli_does(
@@ -55,6 +62,7 @@ def test_the_stand_in_swallows_a_prompt_placed_after_allowed_tools_as_the_real_c
     done = subprocess.run(
         [str(STAND_INS / "claude"), "-p", "--allowedTools", "Read,Edit", "Do the task"],
         cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False,
+        env={**os.environ, "HOME": str(tmp_path)},
     )  # fmt: skip
     assert done.returncode == 1
     assert "Input must be provided either through stdin or as a prompt argument" in done.stderr
@@ -68,7 +76,7 @@ def test_the_stand_in_takes_its_prompt_from_stdin_or_a_positional_argument(
         (tmp_path / "t.txt").unlink(missing_ok=True)
         done = subprocess.run(
             [str(STAND_INS / "claude"), *argv], cwd=tmp_path, input=stdin,
-            capture_output=True, text=True, check=False,
+            capture_output=True, text=True, check=False, env={**os.environ, "HOME": str(tmp_path)},
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "t.txt").read_text() == "t\n"

@@ -227,3 +227,85 @@ def test_check_setup_prepares_the_lanes_checks_too_and_runs_once_per_lockfile_di
     )  # fmt: skip
     assert "check_setup: reused what it prepared before" in again.stdout + again.stderr
     assert count.read_text() == "x\n"  # the lockfiles and command did not change
+
+
+def _evidence_executor(code: str) -> str:
+    """An executor that writes its task's file and runs `code` (which writes evidence)."""
+    body = (
+        "import json, os, pathlib, socket, sys\n"
+        "t = os.environ['IMM_TASK_ID']; out = pathlib.Path(os.environ['IMM_TEST_DIR'])\n"
+        f"{code}\n"
+        "pathlib.Path(t + '.txt').write_text(t)\n"
+    )
+    return shlex.join([sys.executable, "-c", body])
+
+
+def test_an_executor_gets_a_home_of_its_own_with_copies_of_what_the_config_exposes(
+    tmp_path: Path,
+) -> None:
+    home, out = tmp_path / "home", tmp_path / "out"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text("agent-config")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE")
+    out.mkdir()
+    code = (
+        "h = pathlib.Path(os.environ['HOME']); u = pathlib.Path(sys.argv[1])\n"
+        "def read(p):\n    try:\n        return p.read_text()\n    except OSError:\n"
+        "        return None\n"
+        "(out / (t + '.json')).write_text(json.dumps({'home': str(h), 'own': read(h / "
+        "'.claude/settings.json'), 'ssh': read(u / '.ssh/id_ed25519')}))"
+    )
+    executor = _evidence_executor(code) + " " + shlex.quote(str(home))
+    config = "sandbox_expose: ['~/.claude']\n"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
+    done = _imm_run(repo, home, out, executor)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads((out / "a.json").read_text())
+    assert seen["home"] != str(home)  # its own
+    assert seen["own"] == "agent-config"  # the exposed folder, copied in
+    assert seen["ssh"] in (None, "")  # the user's key, hidden
+
+
+def _listener() -> tuple[int, Any]:
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()[1], server
+
+
+def test_checks_lose_the_network_where_the_config_cuts_it_and_executors_keep_it(
+    tmp_path: Path,
+) -> None:
+    port, server = _listener()
+    out = tmp_path / "out"
+    out.mkdir()
+    reach = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+    executor = _evidence_executor(f"{reach}\n(out / (t + '.reached')).write_text('yes')")
+    cut = (
+        "import socket, sys; s = socket.socket(); s.settimeout(5); "
+        f"sys.exit(0 if s.connect_ex(('127.0.0.1', {port})) else 1)"
+    )
+    repo = make_project(tmp_path / "r", {"a": []}, checks={"a": descriptor(["-c", cut])},
+                        extra_files={".github/imm.yml": "check_network: false\n"})  # fmt: skip
+    try:
+        done = _imm_run(repo, tmp_path, out, executor)
+    finally:
+        server.close()
+    assert (out / "a.reached").exists(), done.stdout + done.stderr
+    assert (out / "a.reached").read_text() == "yes"  # the executor reached the listener
+    assert done.returncode == 0, done.stdout + done.stderr  # the check did not
+    assert [str(c.state) for c in current(repo).state.children] == ["integrated"]
