@@ -30,9 +30,10 @@ from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural
-from imm_action.verify.check_setup import CheckPlace
+from imm_action.verify.check_setup import SCRATCH_PREFIX, CheckPlace, scratch_root
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.verify.confine import Confinement, choose_confinement
+from imm_action.verify.leftovers import remove_left_by_dead
 from imm_action.workspace import (
     config_path,
     load_config,
@@ -251,6 +252,8 @@ def check_place(
     config's `check_setup`, run in the commit the repository has checked out. The log says
     which."""
     config = batch_repo.config
+    # what checks of a killed run left
+    remove_left_by_dead(scratch_root(batch_repo.repo), SCRATCH_PREFIX)
     confinement = confinement_for(batch_repo, holds_token=holds_token)
     log(confinement.why)
     base = batch_repo.repo.resolve("HEAD") if config.check_setup else None

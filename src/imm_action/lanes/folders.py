@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from imm_action.verify.leftovers import pid_alive
+
 LOCK_FILE = ".lock"
 _SEPARATOR = "+"  # never in an id (SPEC §4.1), so the owner's pid can be read back
 
@@ -94,19 +96,3 @@ def remove_tree(path: Path) -> None:
         path.unlink(missing_ok=True)
     elif path.exists():
         shutil.rmtree(path, onerror=retry)
-
-
-def pid_alive(pid: int) -> bool:
-    """Running (a zombie nobody reaped yet is dead: its lane will never remove its folder)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return True  # no /proc: trust kill(0)
-    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from imm_action.lanes.folders import pid_alive
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -31,6 +30,7 @@ from imm_action.lanes.runners import (
     Running,
 )
 from imm_action.model.state import GithubRunner, LocalRunner, Runner
+from imm_action.verify.leftovers import pid_alive
 
 STOP_GRACE_S = 10.0
 

@@ -136,6 +136,7 @@ class CheckPlace:
                     self.log(f"check_setup {how} in {result.duration_ms / 1000:.1f} s")
             elif self.log is not None and record.result.passed:
                 self.log("check_setup: reused what it prepared before (lockfiles unchanged)")
+        _prune(folder.parent, keep=folder)
         if not record.result.passed:
             return record.result
         home = folder / "home"
@@ -206,6 +207,26 @@ def _keep_what_it_left(untracked: list[str], root: Path, kept: Path) -> list[str
     return names
 
 
+def _prune(setups: Path, keep: Path) -> None:
+    """Only the newest prepared environments stay (`keep` always); one another run is using
+    holds its lock and is passed over."""
+    kept = sorted(setups.iterdir(), key=lambda p: _mtime(p / _RECORD), reverse=True)
+    for old in [p for p in kept if p != keep][KEEP_SETUPS - 1 :]:
+        with open(old / "lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _read_record(path: Path) -> SetupRecord | None:
     try:
         return SetupRecord.model_validate_json(path.read_text())
@@ -227,6 +248,17 @@ def unconfined_place(path_env: str) -> CheckPlace:
     return CheckPlace(NOT_CONFINED, path_env)
 
 
-def scratch_folder() -> Path:
-    """A fresh folder for a group of checks' home, temp and cache."""
-    return Path(tempfile.mkdtemp(prefix="imm-check-"))
+def scratch_folder(repo: GitRepo) -> Path:
+    """A fresh folder for a group of checks' home, temp and cache, named for this process (a
+    killed run's are removed by the next run: `remove_left_by_dead`)."""
+    folder = scratch_root(repo)
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=folder))
+
+
+def scratch_root(repo: GitRepo) -> Path:
+    return repo.common_directory() / "imm" / "scratch"
+
+
+SCRATCH_PREFIX = "p"
+KEEP_SETUPS = 3  # prepared environments kept (the newest), for branches with other lockfiles

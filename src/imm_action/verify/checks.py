@@ -267,7 +267,7 @@ class Verifier:
         prepared = place.prepared(self._repo)
         if isinstance(prepared, CheckResult):
             return [(check, _setup_failed(check, prepared)) for check in group]
-        scratch = scratch_folder()
+        scratch = scratch_folder(self._repo)
         try:
             with (
                 contextlib.nullcontext(at)

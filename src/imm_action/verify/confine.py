@@ -42,6 +42,7 @@ from pathlib import Path
 
 from imm_action.errors import UsageError
 from imm_action.model.config import SandboxMode
+from imm_action.verify.leftovers import remove_left_by_dead
 
 WRITABLE_VARIABLE = "IMM_SANDBOX_WRITABLE"  # the operator's folders lane code may write
 SUDO_VARIABLE = "IMM_SUDO"  # the operator's sudo, an absolute path (default /usr/bin/sudo)
@@ -50,6 +51,7 @@ _SETPRIV = "/usr/bin/setpriv"
 _ENV_INSIDE = "/tmp/.imm-env.json"  # where the sudo path's environment file is seen
 _ENV_EXEC_INSIDE = "/tmp/.imm-env-exec.py"
 _SYSTEM_PYTHON = "/usr/bin/python3"
+_ENV_PREFIX = "imm-sandbox-env-"
 _PROBE_TIMEOUT_S = 30.0
 # what credentials live in, under a home (the list of SPEC §8); hidden where they exist
 CREDENTIAL_PATHS = (
@@ -217,7 +219,8 @@ def choose_confinement(
         return Confinement(bwrap, "lane code runs in a bubblewrap sandbox", **settings)  # type: ignore[arg-type]
     sudo = _sudo(environ)
     if bwrap is not None and sudo is not None and _works(bwrap, sudo):
-        folder = Path(tempfile.mkdtemp(prefix="imm-sandbox-env-"))
+        remove_left_by_dead(Path(tempfile.gettempdir()), _ENV_PREFIX)  # a killed run's
+        folder = Path(tempfile.mkdtemp(prefix=f"{_ENV_PREFIX}{os.getpid()}-"))
         return Confinement(
             bwrap, "lane code runs in a bubblewrap sandbox (namespaces made through sudo)",
             sudo, (os.getuid(), os.getgid()), env_folder=folder, **settings,  # type: ignore[arg-type]
