@@ -89,6 +89,9 @@ class Confinement:
     user: tuple[int, int] | None = None  # the sudo path: who the command runs as
     hidden: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()  # the operator's IMM_SANDBOX_WRITABLE
+    # the user's toolchain where the sandbox would hide it (a venv under /tmp, imm's own
+    # install): shown read-only
+    toolchain: tuple[str, ...] = ()
     exposed: tuple[str, ...] = ()  # the config's sandbox_expose, absolute
     check_network: bool = True
     # where a command sees its tree: one path for every tree (under the hidden git folder), so
@@ -158,6 +161,8 @@ class Confinement:
             else:
                 args += ["--ro-bind", "/dev/null", path]
         made: set[str] = set()
+        for folder in self.toolchain:
+            args += [*_folders_to(folder, tmpfs, made), "--ro-bind-try", folder, folder]
         for bind in binds:
             args += _folders_to(bind.target, tmpfs, made)
             args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
@@ -213,8 +218,10 @@ def choose_confinement(
         if folder and os.path.isabs(folder)
     )
     tree_at = str(git_folders[0] / "imm" / "tree") if git_folders else None
+    toolchain = toolchain_folders(environ.get("PATH", ""), hidden)
     settings = {"hidden": hidden, "writable": writable, "exposed": shown,
-                "check_network": check_network, "tree_at": tree_at}  # fmt: skip
+                "check_network": check_network, "tree_at": tree_at,
+                "toolchain": toolchain}  # fmt: skip
     if bwrap is not None and mode == "auto" and _works(bwrap, ()):
         return Confinement(bwrap, "lane code runs in a bubblewrap sandbox", **settings)  # type: ignore[arg-type]
     sudo = _sudo(environ)
@@ -308,6 +315,31 @@ def hidden_paths(
                     and str(real) not in kept):  # fmt: skip
                 kept.append(str(real))
     return tuple(kept)
+
+
+_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def toolchain_folders(path_env: str, hidden: Sequence[str]) -> tuple[str, ...]:
+    """The folders of the user's programs that a private /tmp (or a hidden folder) would hide:
+    a PATH entry there (a venv's `bin`: its whole venv), imm's interpreter and imm itself
+    (a clone under /tmp, as the quick start may make). Never a credential path."""
+    candidates = [Path(entry) for entry in path_env.split(os.pathsep) if os.path.isabs(entry)]
+    candidates += [Path(sys.prefix), Path(sys.executable).parent, Path(__file__).parents[2]]
+    found: list[str] = []
+    for candidate in candidates:
+        folder = candidate.parent if candidate.name == "bin" else candidate
+        with contextlib.suppress(OSError):
+            real = str(folder.resolve())
+            shadowed = [root for root in (*_PRIVATE, *hidden) if _within(real, root)]
+            # shown only under a private /tmp; never what a hidden path (a credential) holds
+            if shadowed and all(root in _PRIVATE for root in shadowed) and real not in found:
+                found.append(real)
+    return tuple(found)
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _absolute(path: str, home: Path) -> Path:
