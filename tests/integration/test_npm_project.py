@@ -1,0 +1,49 @@
+"""A real npm package's test suite as every task's check (issue 29 #6): minimist with its own
+tape suite, seven tasks, three lanes, `check_setup: npm ci` (tests/npm_package.py). One install
+for the run — the lanes' checks and the integrator's find the packages it installed — and none
+on a second run while the lockfile is unchanged. Needs node and npm (a fact about the machine)
+and the npm registry (the package and tape come from there)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import npm_package
+from tests.batch_helpers import current, make_project
+
+pytestmark = pytest.mark.skipif(not npm_package.npm_available(), reason="no node and npm here")
+
+
+def _imm_run(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo), "--executor",
+         npm_package.EXECUTOR, *args], capture_output=True, text=True, check=False,
+        timeout=900, env=dict(os.environ),
+    )  # fmt: skip
+
+
+def test_a_real_npm_packages_suite_lands_seven_tasks_with_one_install_and_none_the_next_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    files = npm_package.package_files(tmp_path_factory.mktemp("npm-cache"))
+    extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
+    repo = make_project(
+        tmp_path_factory.mktemp("npm") / "r", npm_package.tasks(), checks=npm_package.checks(),
+        scopes=npm_package.scopes(), extra_files=extra,
+    )  # fmt: skip
+    first = _imm_run(repo)
+    output = first.stdout + first.stderr
+    assert first.returncode == 0, output
+    states = {str(c.state) for c in current(repo).state.children}
+    assert states == {"integrated"}, output
+    assert output.count("check_setup passed") == 1, output  # one `npm ci` for every check
+    assert "Cannot find module" not in output
+    second = _imm_run(repo, "--fresh")
+    again = second.stdout + second.stderr
+    assert "check_setup: reused what it prepared before" in again, again
+    assert "check_setup passed" not in again
