@@ -68,6 +68,32 @@ def per_check(repo: GitRepo, tree: str, count: int, place: CheckPlace | None, sa
     return (time.perf_counter() - started) / count
 
 
+def command_cost(confinement: object, root: Path, count: int) -> tuple[float, float]:
+    """Median wall of `true` started and ended by start_contained in the sandbox (its tree
+    and a home bound in) and of `true` as a bare process, in the same loop."""
+    from imm_action.verify.confine import Bind, Confined, Confinement
+    from imm_action.verify.contain import end, start_contained
+
+    assert isinstance(confinement, Confinement)
+    home = root / "home-bench"
+    home.mkdir(exist_ok=True)
+    binds = (Bind(root, confinement.tree_at or str(root), writable=True),
+             Bind(home, str(home), writable=True))  # fmt: skip
+    confined = Confined(confinement, binds, confinement.tree_at or str(root))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    sandboxed, bare = [], []
+    for _ in range(count):
+        started = time.perf_counter()
+        process = start_contained(["/bin/true"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                                  confined=confined)  # fmt: skip
+        end(process)
+        sandboxed.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        subprocess.run(["/bin/true"], cwd=root, env=env, check=True)
+        bare.append(time.perf_counter() - started)
+    return statistics.median(sandboxed), statistics.median(bare)
+
+
 def setup_reused(repo: GitRepo, confinement: object, run: int) -> float:
     """A later run's cost of an unchanged check_setup: the first run prepares it, the second
     (timed) finds it kept for the same command and lockfiles."""
@@ -112,6 +138,8 @@ def main() -> int:
             plain.append(per_check(repo, tree, args.checks, unconfined, f"plain{run}"))
             sandboxed.append(per_check(repo, tree, args.checks, place, f"sandboxed{run}"))
             setup_again.append(setup_reused(repo, confinement, run))
+        confinement = choose_confinement("auto", holds_credential=True, git_folders=folders)
+        one, bare = command_cost(confinement, root, 100)
         base, cost = statistics.median(plain), statistics.median(sandboxed)
         print(f"{'':<22} {'median':>9}   runs")
         print(f"{'unconfined (baseline)':<22} {base * 1000:7.1f}ms   "
@@ -120,7 +148,11 @@ def main() -> int:
               + ", ".join(f"{p * 1000:.1f}" for p in sandboxed))  # fmt: skip
         print(f"per-command overhead of the sandbox: {(cost - base) * 1000:.1f} ms "
               f"(sandboxed / baseline = {cost / base:.2f})")  # fmt: skip
-        print(f"fixed cost per command (choosing the sandbox): "
+        print(
+            f"one sandboxed command (`true`, median of 100): {one * 1000:.1f} ms; the same "
+            f"command bare: {bare * 1000:.1f} ms; the sandbox adds {(one - bare) * 1000:.1f} ms"
+        )
+        print(f"fixed cost per run (choosing the sandbox): "
               f"{statistics.median(fixed) * 1000:.1f} ms")  # fmt: skip
         print(
             f"check_setup unchanged, a later run's setup: "

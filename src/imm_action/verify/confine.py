@@ -36,10 +36,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
+from imm_action.credentials import token_folder
 from imm_action.errors import UsageError
 from imm_action.model.config import SandboxMode
 from imm_action.verify.leftovers import remove_left_by_dead
@@ -161,6 +162,9 @@ class Confinement:
             else:
                 args += ["--ro-bind", "/dev/null", path]
         made: set[str] = set()
+        for path in self.exposed:  # one inside a hidden folder (`~/.config/gh/hosts.yml`)
+            if any(_within(path, root) and path != root for root in self.hidden):
+                args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
         for folder in self.toolchain:
             args += [*_folders_to(folder, tmpfs, made), "--ro-bind-try", folder, folder]
         for bind in binds:
@@ -217,20 +221,21 @@ def choose_confinement(
         for folder in environ.get(WRITABLE_VARIABLE, "").split(os.pathsep)
         if folder and os.path.isabs(folder)
     )
-    tree_at = str(git_folders[0] / "imm" / "tree") if git_folders else None
-    toolchain = toolchain_folders(environ.get("PATH", ""), hidden)
-    settings = {"hidden": hidden, "writable": writable, "exposed": shown,
-                "check_network": check_network, "tree_at": tree_at,
-                "toolchain": toolchain}  # fmt: skip
+    sandbox = Confinement(
+        bwrap, "lane code runs in a bubblewrap sandbox", hidden=hidden, writable=writable,
+        exposed=shown, check_network=check_network,
+        tree_at=str(git_folders[0] / "imm" / "tree") if git_folders else None,
+        toolchain=toolchain_folders(environ.get("PATH", ""), hidden),
+    )  # fmt: skip
     if bwrap is not None and mode == "auto" and _works(bwrap, ()):
-        return Confinement(bwrap, "lane code runs in a bubblewrap sandbox", **settings)  # type: ignore[arg-type]
+        return sandbox
     sudo = _sudo(environ)
     if bwrap is not None and sudo is not None and _works(bwrap, sudo):
         remove_left_by_dead(Path(tempfile.gettempdir()), _ENV_PREFIX)  # a killed run's
         folder = Path(tempfile.mkdtemp(prefix=f"{_ENV_PREFIX}{os.getpid()}-"))
-        return Confinement(
-            bwrap, "lane code runs in a bubblewrap sandbox (namespaces made through sudo)",
-            sudo, (os.getuid(), os.getgid()), env_folder=folder, **settings,  # type: ignore[arg-type]
+        return replace(
+            sandbox, why=f"{sandbox.why} (namespaces made through sudo)", elevate=sudo,
+            user=(os.getuid(), os.getgid()), env_folder=folder,
         )  # fmt: skip
     why = _why_none(bwrap, sudo, mode)
     if holds_credential or mode == "sudo":
@@ -291,8 +296,6 @@ def hidden_paths(
 ) -> tuple[str, ...]:
     """Every path the sandbox hides that exists here: git folders, credential files under the
     homes (HOME's and the account's), the token file's folder, the runner's folders."""
-    from imm_action.credentials import token_folder
-
     found: list[Path] = [*git_folders]
     homes = {home}
     with contextlib.suppress(KeyError, ImportError):
