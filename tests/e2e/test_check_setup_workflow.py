@@ -1,7 +1,8 @@
-"""Without `check_setup`, checks that need what only setup installs fail at integration (issue 20,
-ADR 0032): the check user cannot reach the runner's own tools (here: the pyenv Python under
-root's 0700 home, which has pytest and runs the lanes' own checks), so the lanes park. The
-same project lands with setup in the config: `test_isolated_integration.py`."""
+"""Without `check_setup`, a lane's checks and the integrator's see the same environment: the
+runner's own tools (issue 29 #1-#2, ADR 0048). Here the pyenv Python under root's 0700 home,
+which has pytest: under ADR 0031 the integrate job's check user could not reach it and every
+such lane parked at integration after passing in its lane. A program no key prepares fails in
+the lane, and says which key would."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_b_names_itself():
 """
 
 
-def test_without_check_setup_a_check_needing_pytest_parks_its_lane_at_integration(
+def test_without_check_setup_the_lanes_and_the_integrators_checks_see_the_runners_tools(
     world: ActWorld,
 ) -> None:
     checks = {"b": descriptor(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_b.py"])}
@@ -26,5 +27,19 @@ def test_without_check_setup_a_check_needing_pytest_parks_its_lane_at_integratio
     world.run_dispatches()
     children = {c["task_id"]: c for c in world.state()["children"]}
     assert children["a"]["state"] == "integrated"
+    assert children["b"]["state"] == "integrated"
+
+
+def test_a_check_whose_program_nothing_installs_parks_in_its_lane_naming_check_setup(
+    world: ActWorld,
+) -> None:
+    checks = {"b": descriptor(["--version"], executable="imm-no-such-tool")}
+    world.create({"a": [], "b": []}, "guard", checks=checks)
+    world.dispatch({"initiative": "guard"})
+    world.run_dispatches()
+    children = {c["task_id"]: c for c in world.state()["children"]}
+    assert children["a"]["state"] == "integrated"
     assert children["b"]["state"] == "needs_human"
-    assert "batch_integration_check_failed" in children["b"]["reason"]
+    assert "batch_integration_check_failed" not in children["b"]["reason"]  # never landed
+    findings = " ".join(f.get("error") or "" for f in children["b"].get("findings", []))
+    assert "check_setup" in findings + str(children["b"].get("failures", ""))

@@ -1,7 +1,9 @@
-"""An executor going for the steps of its lane job that run after it (ADR 0026), end to end with
-act: it points the checkout's git at another host and writes its step's GITHUB_ENV and
-GITHUB_PATH (a fake git). No step after it holds a token, so nothing it does can push with one:
-the other host never sees the token, and the batch lands only the lanes' own changes."""
+"""An executor going for the steps of its lane job that run after it (ADRs 0026, 0048), end to
+end with act: it tries to point the checkout's git at another host and to write its step's
+GITHUB_ENV and GITHUB_PATH (a fake git). In the sandbox it finds neither (the checkout's `.git`
+and the runner's folders are hidden, imm's processes invisible), and no step after it holds a
+token anyway: the other host never sees the token, and the batch lands only the lanes' own
+changes."""
 
 from __future__ import annotations
 
@@ -60,14 +62,13 @@ def test_an_executor_rewriting_its_jobs_git_config_and_step_files_cannot_push_wi
     world.dispatch({"initiative": "shop"})
     runs = world.run_dispatches()
 
-    # The executor's writes took effect: a later step of its job ran its fake git ...
-    calls = [json.loads(p.read_text()) for p in sorted(world.spy.glob("fake-git.*.json"))]
-    assert calls, "no step after the executor ran the fake git"
-    # ... which never held the token, and never pushed; nothing reached the other host with it.
+    # The executor tried, from the sandbox (ADR 0048): it found neither the checkout's git
+    # config nor its job's files, so no later step ran its fake git ...
+    tried = json.loads((world.spy / "hostile.a.json").read_text())
+    assert "wrote" not in {tried.get("GITHUB_PATH"), tried.get("GITHUB_ENV")}, tried
+    assert list(world.spy.glob("fake-git.*.json")) == []
+    # ... and nothing reached the other host with the token.
     basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
-    held = [c["argv"] for c in calls if TOKEN in json.dumps(c) or basic in json.dumps(c)]
-    assert held == []
-    assert [c["argv"] for c in calls if "push" in c["argv"]] == []
     assert [r for r in seen if TOKEN in json.dumps(r) or basic in json.dumps(r)] == []
 
     # The batch lands the lanes' own changes, nothing else.
