@@ -72,7 +72,7 @@ def command_cost(confinement: object, root: Path, count: int) -> tuple[float, fl
     """Median wall of `true` started and ended by start_contained in the sandbox (its tree
     and a home bound in) and of `true` as a bare process, in the same loop."""
     from imm_action.verify.confine import Bind, Confined, Confinement
-    from imm_action.verify.contain import end, start_contained
+    from imm_action.verify.contain import end, start_contained, wait_contained
 
     assert isinstance(confinement, Confinement)
     home = root / "home-bench"
@@ -86,6 +86,8 @@ def command_cost(confinement: object, root: Path, count: int) -> tuple[float, fl
         started = time.perf_counter()
         process = start_contained(["/bin/true"], cwd=root, env=env, stdout=subprocess.DEVNULL,
                                   confined=confined)  # fmt: skip
+        if wait_contained(process, 30) != 0:
+            raise SystemExit("`true` failed in the sandbox")
         end(process)
         sandboxed.append(time.perf_counter() - started)
         started = time.perf_counter()

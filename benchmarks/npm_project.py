@@ -93,7 +93,7 @@ def main() -> int:
     print(f"npm project: {npm_package.PACKAGE}, {len(npm_package.TEST_FILES)} tasks, "
           f"{LANES} lanes, check_setup: {npm_package.SETUP}")  # fmt: skip
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
-    ratios, walls, criticals, seconds = [], [], [], []
+    ratios, strict, walls, criticals, seconds = [], [], [], [], []
     with tempfile.TemporaryDirectory(prefix="imm-npm-") as scratch:
         files = npm_package.package_files(Path(scratch) / "cache")
         for run in range(args.runs):
@@ -104,6 +104,8 @@ def main() -> int:
             second_wall, second = imm_run(repo, "--fresh")
             again = second.count("check_setup passed")
             ratios.append(wall / path["critical"])
+            # stricter: setup and lanes only, as if the last integration cost nothing
+            strict.append(wall / (path["setup"] + path["lane_bound"]))
             walls.append(wall)
             criticals.append(path["critical"])
             seconds.append(second_wall)
@@ -114,7 +116,9 @@ def main() -> int:
                   f"({second_wall:.1f} s)")  # fmt: skip
     print(f"median: wall {statistics.median(walls):.1f} s, critical path "
           f"{statistics.median(criticals):.1f} s, ratio {statistics.median(ratios):.2f} "
-          f"(goal <= 1.5); second batch {statistics.median(seconds):.1f} s")  # fmt: skip
+          f"(goal <= 1.5); without the last integration in the path "
+          f"{statistics.median(strict):.2f}; second batch "
+          f"{statistics.median(seconds):.1f} s")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
