@@ -44,8 +44,11 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
     runs = world.run_dispatches()
     assert {run.exit_code for run in runs} == {0}, runs[-1].log[-4000:]
     assert world.state()["batch_state"] == "completed"
-    for run in runs:  # each job: in the sandbox, setup prepared once (or reused) before checks
-        assert "lane code runs in a bubblewrap sandbox" in run.log
+    for run in runs:  # the lane jobs and the integrate job: each says it runs lane code in it
+        sandboxed = [line.split("]", 1)[0] for line in run.log.splitlines()
+                     if "lane code runs in a bubblewrap sandbox" in line]  # fmt: skip
+        assert any("/imm lane " in job for job in sandboxed), sandboxed
+        assert any("/integrate" in job for job in sandboxed), sandboxed
     assert any("check_setup passed" in run.log for run in runs)
     found = findings(evidence)
     assert len(found) >= 2  # in a lane job and at integration
