@@ -48,7 +48,13 @@ from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render import failure_ending, failure_headline, failure_text
 from imm_action.text import LineReader, clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
-from imm_action.verify.confine import NOT_CONFINED, Bind, Confined, Confinement
+from imm_action.verify.confine import (
+    NOT_CONFINED,
+    Bind,
+    Confined,
+    Confinement,
+    named_folders,
+)
 from imm_action.verify.contain import end, start_contained, wait_contained
 from imm_action.verify.failures import check_failures, command_text
 from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree, checked_out
@@ -206,9 +212,10 @@ class _Lane:
         return {"HOME": str(self.home), "TMPDIR": "/tmp",
                 "PATH": os.pathsep.join([str(self.home / ".local" / "bin"), path])}  # fmt: skip
 
-    def _confined(self) -> Confined:
+    def _confined(self, argv: Sequence[str]) -> Confined:
         """The executor's place in the sandbox: its tree and home writable, its prompt and
-        the user's objects (its repository's alternates) read-only."""
+        the user's objects (its repository's alternates) read-only, and the folders of the
+        files its (trusted) command line names where a private /tmp would hide them."""
         objects = self.repo.objects_directory()
         binds = [
             Bind(self.checkout.root, self.tree_at, writable=True),
@@ -217,6 +224,7 @@ class _Lane:
         ]
         if self.prompt.exists():  # not yet for lane_setup
             binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
+        binds += named_folders(argv, self.confinement)
         return Confined(self.confinement, tuple(binds), self.tree_at)
 
     def _attempts(
@@ -323,7 +331,7 @@ class _Lane:
                 with open(stdin or os.devnull, "rb") as given:
                     process = start_contained(
                         argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE,
-                        stdin=given, confined=self._confined(),
+                        stdin=given, confined=self._confined(argv),
                     )  # fmt: skip
             except OSError as error:
                 return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")

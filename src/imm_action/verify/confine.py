@@ -341,6 +341,23 @@ def toolchain_folders(path_env: str, hidden: Sequence[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[Bind, ...]:
+    """Read-only binds of the folders of the files a trusted command line (the configured
+    executor, `lane_setup`) names by absolute path where a private /tmp would hide them: an
+    executor script in a clone under /tmp, beside the modules it imports. Never a hidden
+    path."""
+    binds: list[Bind] = []
+    for argument in argv:
+        if not os.path.isabs(argument) or not os.path.isfile(argument):
+            continue
+        folder = str(Path(argument).resolve().parent)
+        private = any(_within(folder, root) for root in _PRIVATE)
+        hidden = any(_within(folder, root) for root in confinement.hidden)
+        if private and not hidden and all(b.target != folder for b in binds):
+            binds.append(Bind(Path(folder), folder))
+    return tuple(binds)
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
