@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -309,3 +311,25 @@ def test_checks_lose_the_network_where_the_config_cuts_it_and_executors_keep_it(
     assert (out / "a.reached").read_text() == "yes"  # the executor reached the listener
     assert done.returncode == 0, done.stdout + done.stderr  # the check did not
     assert [str(c.state) for c in current(repo).state.children] == ["integrated"]
+
+
+def test_an_executor_script_in_a_clone_under_tmp_runs_with_the_module_beside_it(
+    tmp_path: Path,
+) -> None:
+    """A private /tmp hides what lies there, but the folder of a file the configured executor
+    names (its script, and the module beside it it imports) stays visible, read-only: a clone
+    under /tmp, as CI makes, must run its own executor."""
+    clone = Path(tempfile.mkdtemp(prefix="imm-test-clone-", dir="/tmp"))
+    try:
+        (clone / "helper.py").write_text("def content(task):\n    return task\n")
+        (clone / "agent.py").write_text(
+            "import os, pathlib, helper\nt = os.environ['IMM_TASK_ID']\n"
+            "pathlib.Path(t + '.txt').write_text(helper.content(t))\n"
+        )
+        repo = make_project(tmp_path / "r", {"a": []})
+        done = _imm_run(repo, tmp_path, tmp_path,
+                        shlex.join([sys.executable, str(clone / "agent.py")]))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert [str(c.state) for c in current(repo).state.children] == ["integrated"]
+    finally:
+        shutil.rmtree(clone, ignore_errors=True)
