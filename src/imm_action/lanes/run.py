@@ -224,8 +224,8 @@ class _Lane:
         ]
         if self.prompt.exists():  # not yet for lane_setup
             binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
-        binds += named_folders(argv, self.confinement)
-        return Confined(self.confinement, tuple(binds), self.tree_at)
+        shown = named_folders(argv, self.confinement)
+        return Confined(self.confinement, tuple(binds), self.tree_at, shown=shown)
 
     def _attempts(
         self, intent: TaskIntent, checks: list[Check], env: dict[str, str]

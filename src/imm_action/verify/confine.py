@@ -119,13 +119,14 @@ class Confinement:
         binds: Sequence[Bind],
         cwd: str,
         network: bool = True,
+        shown: Sequence[str] = (),
     ) -> list[str]:
         """`argv` inside the sandbox with `binds` on top of the read-only host; run it with
         `env` as its environment (on the sudo path, `env` goes through a file)."""
         if self.bwrap is None:
             raise SandboxError("no sandbox here: " + self.why)
         if not self.elevate:
-            layout = self._layout(binds, network=network)
+            layout = self._layout(binds, network=network, shown=shown)
             return [self.bwrap, *layout, "--chdir", cwd, "--", *argv]
         uid, gid = self.user or (os.getuid(), os.getgid())
         drop = [_SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
@@ -133,12 +134,14 @@ class Confinement:
         # the file and its reader bound in: imm itself may lie where the sandbox hides
         # (an install under $RUNNER_TEMP); any Python 3 runs the reader
         env_binds = [Bind(self._env_file(env), _ENV_INSIDE), Bind(ENV_EXEC, _ENV_EXEC_INSIDE)]
-        layout = self._layout([*binds, *env_binds], network=network)
+        layout = self._layout([*binds, *env_binds], network=network, shown=shown)
         python = _SYSTEM_PYTHON if os.access(_SYSTEM_PYTHON, os.X_OK) else sys.executable
         return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, python,
                 "-I", "-S", _ENV_EXEC_INSIDE, _ENV_INSIDE, *argv]  # fmt: skip
 
-    def _layout(self, binds: Sequence[Bind], *, network: bool) -> list[str]:
+    def _layout(
+        self, binds: Sequence[Bind], *, network: bool, shown: Sequence[str] = ()
+    ) -> list[str]:
         args = [
             "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -149,10 +152,15 @@ class Confinement:
             args.append("--unshare-net")
         if not self.elevate:
             args += ["--cap-drop", "ALL"]
-        # the operator's folders first: what is hidden stays hidden inside them too
-        for folder in self.writable:
-            args += ["--bind-try", folder, folder]
+        # the operator's folders and what stays visible of the user's programs first: what
+        # is hidden stays hidden inside them too
         tmpfs = ["/tmp", "/var/tmp", "/dev/shm"]
+        made: set[str] = set()
+        for folder in self.writable:
+            args += [*_folders_to(folder, tmpfs, made), "--bind-try", folder, folder]
+        for folder in dict.fromkeys([*self.toolchain, *shown]):
+            if not any(_within(folder, root) for root in self.writable):  # seen already
+                args += [*_folders_to(folder, tmpfs, made), "--ro-bind-try", folder, folder]
         for path in self.hidden:
             if any(path == e or path.startswith(e.rstrip("/") + "/") for e in self.exposed):
                 continue
@@ -161,12 +169,9 @@ class Confinement:
                 tmpfs.append(path)
             else:
                 args += ["--ro-bind", "/dev/null", path]
-        made: set[str] = set()
         for path in self.exposed:  # one inside a hidden folder (`~/.config/gh/hosts.yml`)
             if any(_within(path, root) and path != root for root in self.hidden):
                 args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
-        for folder in self.toolchain:
-            args += [*_folders_to(folder, tmpfs, made), "--ro-bind-try", folder, folder]
         for bind in binds:
             args += _folders_to(bind.target, tmpfs, made)
             args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
@@ -341,21 +346,21 @@ def toolchain_folders(path_env: str, hidden: Sequence[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[Bind, ...]:
+def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[str, ...]:
     """Read-only binds of the folders of the files a trusted command line (the configured
     executor, `lane_setup`) names by absolute path where a private /tmp would hide them: an
     executor script in a clone under /tmp, beside the modules it imports. Never a hidden
     path."""
-    binds: list[Bind] = []
+    found: list[str] = []
     for argument in argv:
         if not os.path.isabs(argument) or not os.path.isfile(argument):
             continue
         folder = str(Path(argument).resolve().parent)
         private = any(_within(folder, root) for root in _PRIVATE)
         hidden = any(_within(folder, root) for root in confinement.hidden)
-        if private and not hidden and all(b.target != folder for b in binds):
-            binds.append(Bind(Path(folder), folder))
-    return tuple(binds)
+        if private and not hidden and folder not in found:
+            found.append(folder)
+    return tuple(found)
 
 
 def _within(path: str, root: str) -> bool:
@@ -386,10 +391,11 @@ class Confined:
     binds: tuple[Bind, ...]
     cwd: str  # inside
     network: bool = True
+    shown: tuple[str, ...] = ()  # folders shown read-only beneath what is hidden
 
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         return self.confinement.command(
-            argv, env, binds=self.binds, cwd=self.cwd, network=self.network
+            argv, env, binds=self.binds, cwd=self.cwd, network=self.network, shown=self.shown
         )
 
 
