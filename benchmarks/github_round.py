@@ -145,10 +145,10 @@ GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|µs|us|ns|m|s)")
 UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "µs": 1e-6, "us": 1e-6, "ns": 1e-9}
 
 
-def act_round(project: Path, size: int, seconds: float) -> float:
-    """The integrate job's `imm reconcile` step (seconds) of one round of `size` lanes under
-    act, each task with a check of its own sleeping `seconds`; `project`: whose shipped files
-    (action, workflows, src) the repository holds."""
+def act_round(project: Path, size: int, seconds: float) -> tuple[float, float]:
+    """The integrate job's `imm reconcile` step and the median lane job's lane step (seconds)
+    of one round of `size` lanes under act, each task with a check of its own sleeping
+    `seconds`; `project`: whose shipped files (action, workflows, src) the repository holds."""
     from tests.conftest import descriptor
     from tests.e2e import act_world
     from tests.e2e.act_world import TOKEN, ActWorld
@@ -176,11 +176,20 @@ def act_round(project: Path, size: int, seconds: float) -> float:
         shutil.rmtree(root, ignore_errors=True)
     if not runs or runs[0].exit_code != 0:
         raise SystemExit(f"the round failed under act: {runs[-1].log[-3000:] if runs else ''}")
+    integrate, lanes = None, []
     for line in runs[0].log.splitlines():
         found = ACT_STEP.match(line.strip())
-        if found and found["job"].strip() == "integrate" and found["step"] == "imm reconcile":
-            return sum(float(n) * UNITS[u] for n, u in GO_DURATION.findall(found["took"]))
-    raise SystemExit("no `imm reconcile` step in the integrate job's log")
+        if not found:
+            continue
+        took = sum(float(n) * UNITS[u] for n, u in GO_DURATION.findall(found["took"]))
+        if found["job"].strip() == "integrate" and found["step"] == "imm reconcile":
+            integrate = took
+        elif found["job"].startswith("imm lane") and found["step"].startswith("Run the lane"):
+            lanes.append(took)
+    if integrate is None:
+        raise SystemExit("no `imm reconcile` step in the integrate job's log")
+    # the old shipped files may name the lane step otherwise: no lane figure then
+    return integrate, statistics.median(lanes) if lanes else float("nan")
 
 
 def report_act(size: int, seconds: float, repeat: int, baseline_rev: str | None) -> None:
@@ -190,10 +199,17 @@ def report_act(size: int, seconds: float, repeat: int, baseline_rev: str | None)
         for name, project in (("per-candidate", old), ("stack", ROOT)):
             if project is None:
                 continue
-            steps = sorted(act_round(project, size, seconds) for _ in range(repeat))
+            rounds = [act_round(project, size, seconds) for _ in range(repeat)]
+            steps = [integrate for integrate, _ in rounds]
+            lanes = [lane for _, lane in rounds]
+            ratios = [integrate / lane for integrate, lane in rounds]
             print(
-                f"{name:<14} integrate step {statistics.median(steps):6.1f}s   (runs: "
+                f"{name:<14} integrate step {statistics.median(steps):6.1f}s   lane step "
+                f"{statistics.median(lanes):5.1f}s   integrate/lane "
+                f"{statistics.median(ratios):4.2f}x   (integrate: "
                 + ", ".join(f"{step:.1f}" for step in steps)
+                + "; lane: "
+                + ", ".join(f"{lane:.1f}" for lane in lanes)
                 + ")",
                 flush=True,
             )

@@ -190,7 +190,7 @@ def test_a_result_is_never_computed_twice_for_the_same_tree_and_descriptor(
     check = _check(f"open({str(counter)!r},'a').write('x')")
     repo, oid = tree
     verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"])
-    verifier.verify_many([TreeJob(oid, (check,)), TreeJob(oid, (check,))])
+    verifier.verify_queued([TreeJob(oid, (check,)), TreeJob(oid, (check,))])
     verifier.verify(oid, [check])
     assert counter.read_text() == "x"
 
@@ -221,7 +221,7 @@ def test_candidates_of_several_trees_verify_in_parallel(
     sleeper = _check("import time; time.sleep(1.0)")
     verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], workers=3)
     started = time.monotonic()
-    results = verifier.verify_many([TreeJob(t, (sleeper,)) for t in trees])
+    results = verifier.verify_queued([TreeJob(t, (sleeper,)) for t in trees])
     assert all(r[0].passed for r in results)
     assert time.monotonic() - started < 2.5  # three 1 s checks overlapped (serially: over 3 s)
 

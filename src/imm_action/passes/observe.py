@@ -343,8 +343,7 @@ def _level(entry: CandidateFacts) -> StackLevel:
 
 
 def _running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
-    """Probes run by the verifier: one tree's checks spread over its workers, several trees'
-    checks side by side."""
+    """Probes run by the verifier: every probe's check in one queue its workers pull from."""
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
         again = [probe for probe in probes if probe.again]
@@ -356,11 +355,8 @@ def _running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
         for probe in probes:
             by_level.setdefault(probe.level, []).append(probe.check)
         order = sorted(by_level)
-        if len(order) == 1:
-            found = [verifier.verify_spread(levels[order[0]].tree, by_level[order[0]])]
-        else:
-            jobs = [TreeJob(levels[level].tree, tuple(by_level[level])) for level in order]
-            found = verifier.verify_many(jobs)
+        jobs = [TreeJob(levels[level].tree, tuple(by_level[level])) for level in order]
+        found = verifier.verify_queued(jobs)
         return {
             (level, check.digest): result
             for level, results in zip(order, found, strict=True)

@@ -8,7 +8,6 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +18,14 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.plan.glob import scope_covers
+from imm_action.verify.check_queue import (
+    Queued,
+    QueuedCheck,
+    default_workers,
+    longest_first,
+    run_queue,
+    scratch,
+)
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
 from imm_action.verify.confine import Bind, Confinement
 from imm_action.verify.sandbox import Sandbox, run_command
@@ -57,6 +64,8 @@ class ResultCache:
         # per digest, the last tree it ran and passed on: what the state keeps (a carried
         # pass is derived again from it, cheaply)
         self._last_run: dict[str, str] = {}
+        # per digest, how long its newest run took: the queue runs the longest first
+        self._durations: dict[str, int] = {}
         self._stored: CheckCache | None = None
         for entry in stored.entries if stored else ():
             if entry.result.passed:  # (states written before failures stopped being stored)
@@ -75,11 +84,18 @@ class ResultCache:
     def put(self, tree: str, digest: str, result: CheckResult) -> None:
         with self._lock:
             self._results[(tree, digest)] = result
+            if not result.carried_over:
+                self._durations[digest] = result.duration_ms
             if result.passed:
                 self._last_pass[digest] = tree
                 if not result.carried_over:
                     self._last_run[digest] = tree
                     self._stored = None
+
+    def duration_ms(self, digest: str) -> int | None:
+        """How long the newest run of `digest` took (None: never run, as far as known)."""
+        with self._lock:
+            return self._durations.get(digest)
 
     def last_pass(self, digest: str) -> tuple[str, CheckResult] | None:
         """The newest tree `digest` passed on, with that result."""
@@ -134,7 +150,8 @@ class TreeJob:
 
 
 class Verifier:
-    """Runs checks on trees. Jobs for several trees run in parallel, one worker per core."""
+    """Runs checks on trees; a queue of many runs `workers` at a time (`verify_parallel`;
+    by default two more than the cores: check_queue.py)."""
 
     def __init__(
         self,
@@ -152,35 +169,62 @@ class Verifier:
         self._repo = repo
         self.cache = cache
         self._path_env = path_env
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or default_workers()
         self._on_result = on_result
         self._counted = threading.Lock()
         self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
         self._changes: dict[tuple[str, str], tuple[str, ...]] = {}
 
-    def verify_many(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
-        if len(jobs) <= 1:
-            return [self.verify(job.tree, job.checks) for job in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as pool:
-            return list(pool.map(lambda job: self.verify(job.tree, job.checks), jobs))
+    def verify_queued(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
+        """Results of each job's checks on its tree. What no cache answers goes into one queue,
+        longest first (by each descriptor's last recorded duration), pulled by the workers,
+        each in a checkout of its own (check_queue.py): a stack's united checks (SPEC §5.4),
+        or a bisection's probes on several trees, take about their total over the workers, not
+        the longest worker's fixed share."""
+        trees = sorted({job.tree for job in jobs})
+        with contextlib.ExitStack() as locks:
+            for tree in trees:  # in one order: callers of `verify` hold one lock at a time
+                locks.enter_context(self.cache.tree_lock(tree))
+            pending: dict[tuple[str, str], QueuedCheck] = {}
+            for job in jobs:
+                for check in job.checks:
+                    key = (job.tree, check.digest)
+                    if key not in pending and self._known(job.tree, check) is None:
+                        pending[key] = QueuedCheck(job.tree, check)
+            if pending:
+                self._run_queued(list(pending.values()))
+            return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
-    def verify_spread(self, tree: str, checks: Sequence[Check]) -> list[CheckResult]:
-        """Results of `checks` on one tree, their distinct descriptors spread over the workers,
-        each share in a checkout of its own: a stack's united checks (SPEC §5.4) take the
-        time of the longest share, not of them all."""
-        with self.cache.tree_lock(tree):
-            pending = list(
-                {
-                    check.digest: check
-                    for check in checks
-                    if self.cache.get(tree, check.digest) is None
-                }.values()
-            )
-            shares = [pending[i :: self.workers] for i in range(min(self.workers, len(pending)))]
-            if len(shares) > 1:
-                with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-                    list(pool.map(lambda share: self._verify(tree, share, None), shares))
-            return self._verify(tree, list(checks), None)
+    def _known(self, tree: str, check: Check) -> CheckResult | None:
+        cached = self.cache.get(tree, check.digest)
+        if cached is None:
+            cached = self._carried(tree, check)
+            if cached is not None:
+                self.cache.put(tree, check.digest, cached)
+        return cached
+
+    def _run_queued(self, items: list[QueuedCheck]) -> None:
+        place = self._place or unconfined_place(self._path_env)
+        prepared = place.prepared(self._repo)
+        if isinstance(prepared, CheckResult):
+            for item in items:
+                self._record(item, _setup_failed(item.check, prepared))
+            return
+
+        def open_sandbox(tree: str, stack: contextlib.ExitStack) -> Sandbox:
+            folder = stack.enter_context(scratch(lambda: scratch_folder(self._repo)))
+            checkout = stack.enter_context(checked_out(self._repo, tree))
+            sandbox = _check_sandbox(checkout.root, folder, prepared, place.confinement,
+                                     checkout.changed)  # fmt: skip
+            # descriptors are untrusted: one that writes the slot's index taints the slot
+            stack.enter_context(checkout.untrusted())
+            return sandbox
+
+        ordered = longest_first(items, lambda item: self.cache.duration_ms(item.check.digest))
+        run_queue(ordered, self.workers, open_sandbox, self._record, _prepare_failed)
+
+    def _record(self, item: QueuedCheck, raw: CheckResult) -> None:
+        self.cache.put(item.tree, item.check.digest, self._counted_result(item.tree, raw))
 
     def verify_again(self, tree: str, checks: Sequence[Check], attempt: int) -> list[CheckResult]:
         """Run `checks` on `tree` afresh, whatever the cache holds (attempt 1 or 2): a check
@@ -324,7 +368,7 @@ def _run_in(
     ]
 
 
-def _setup_failed(check: Check, setup: CheckResult) -> CheckResult:
+def _setup_failed(check: Queued, setup: CheckResult) -> CheckResult:
     return setup.model_copy(
         update={
             "check_id": check.check_id,
@@ -355,7 +399,7 @@ def _by_environment(checks: list[Check]) -> list[tuple[DescriptorEnvironment, li
     return list(groups.values())
 
 
-def _prepare_failed(check: Check, prepared: CheckResult) -> CheckResult:
+def _prepare_failed(check: Queued, prepared: CheckResult) -> CheckResult:
     return prepared.model_copy(
         update={
             "check_id": check.check_id,
