@@ -36,11 +36,11 @@ class LaneJob:
         for phase in ("fetch", "work"):
             assert self.lane(phase) == 0
 
-    def lane(self, phase: str, *extra: str) -> int:
+    def lane(self, phase: str, *extra: str, task: str = "a") -> int:
         argv = ["lane", "--repo", str(self.job), "--remote", "origin", "--batch-id", self.batch]
         log = str(self.job.parent / "lane.log")
         code, _, _ = run_cli(
-            self.capsys, *argv, "--task", "a", "--executor", EXECUTOR, "--phase", phase,
+            self.capsys, *argv, "--task", task, "--executor", EXECUTOR, "--phase", phase,
             "--log", log, *extra,
         )  # fmt: skip
         return code
@@ -80,12 +80,13 @@ class LaneJob:
 
 
 @pytest.fixture
-def lane_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> LaneJob:
+def lane_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> LaneJob:
     behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text(json.dumps({"a": "ok"}))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
-        return LaneJob(tmp_path, capsys)
+    behaviour.write_text(json.dumps({"a": "ok", "b": "ok"}))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    return LaneJob(tmp_path, capsys)
 
 
 def test_a_bundled_outcome_reaches_the_remote_only_through_the_integrator_and_lands(
@@ -193,3 +194,49 @@ def test_a_damaged_bundle_is_refused_alone_and_an_intact_one_beside_it_lands(
     assert "'imm-lane-a-copy/a.bundle' (a): ignored: git index-pack" in err
     assert "(a): imported: its outcome of attempt 0 (settled) is pushed" in err
     assert "imm(a)" in git(lane_job.remote, "log", "--format=%s", "refs/heads/imm/init")
+
+
+def _recording_receives(remote: Path, refuse: str | None = None) -> Path:
+    """A pre-receive hook on the remote writing one line per push (the refs it sets, deletions
+    left out), and refusing any push that moves `refuse`."""
+    record = remote.parent / "receives"
+    hook = remote / "hooks" / "pre-receive"
+    refusal = f'if grep -q " {refuse}$" "$pushed"; then echo refused >&2; exit 1; fi\n' if refuse else ""
+    hook.write_text(
+        "#!/bin/sh\npushed=$(mktemp)\ncat > \"$pushed\"\n"
+        f"awk '$2 !~ /^0+$/ {{print $3}}' \"$pushed\" | tr '\\n' ' ' >> {record}\necho >> {record}\n"
+        + refusal
+    )
+    hook.chmod(0o755)
+    return record
+
+
+def _bundle_both(lane_job: LaneJob) -> None:
+    for phase in ("fetch", "work"):
+        assert lane_job.lane(phase, task="b") == 0
+    for task in ("a", "b"):
+        bundle = lane_job.bundles / f"imm-lane-{task}" / f"{task}.bundle"
+        assert lane_job.lane("bundle", "--bundle", str(bundle), task=task) == 0
+
+
+def test_every_bundle_of_a_pass_reaches_the_remote_in_one_atomic_push(lane_job: LaneJob) -> None:
+    _bundle_both(lane_job)
+    record = _recording_receives(lane_job.remote)
+    err = lane_job.reconcile()
+    assert err.count("imported: its outcome of attempt 0 (settled) is pushed") == 2
+    outcome = lane_outcome_ref(lane_job.batch, "")
+    with_outcomes = [line.split() for line in record.read_text().splitlines() if outcome in line]
+    assert [sorted(refs) for refs in with_outcomes] == [
+        sorted([f"{outcome}a", f"{outcome}b", BRANCH_A, "refs/heads/imm-lane/init/b"])
+    ]
+
+
+def test_a_bundle_the_remote_refuses_costs_no_other_bundle_its_import(lane_job: LaneJob) -> None:
+    _bundle_both(lane_job)
+    _recording_receives(lane_job.remote, refuse=lane_outcome_ref(lane_job.batch, "a"))
+    err = lane_job.reconcile()
+    assert "(a): ignored: the push was refused" in err
+    assert "(b): imported: its outcome of attempt 0 (settled) is pushed" in err
+    log = git(lane_job.remote, "log", "--format=%s", "refs/heads/imm/init")
+    assert "imm(b)" in log
+    assert "imm(a)" not in log
