@@ -86,11 +86,16 @@ def test_checks_run_longest_first_by_their_recorded_durations(
                 tree="0" * 40,
                 descriptor_digest=check.digest,
                 result=CheckResult(
-                    check_id=check.check_id, passed=True, exit_code=0, timed_out=False,
-                    duration_ms=recorded[check.check_id.split(":")[0]], output_tail="",
-                    output_limited=False, changed_outside=[],
+                    check_id=check.check_id,
+                    passed=True,
+                    exit_code=0,
+                    timed_out=False,
+                    duration_ms=recorded[check.check_id.split(":")[0]],
+                    output_tail="",
+                    output_limited=False,
+                    changed_outside=[],
                 ),
-            )  # fmt: skip
+            )
             for check in checks
         ]
     )

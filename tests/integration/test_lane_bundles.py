@@ -201,11 +201,11 @@ def _recording_receives(remote: Path, refuse: str | None = None) -> Path:
     left out), and refusing any push that moves `refuse`."""
     record = remote.parent / "receives"
     hook = remote / "hooks" / "pre-receive"
-    refusal = f'if grep -q " {refuse}$" "$pushed"; then echo refused >&2; exit 1; fi\n' if refuse else ""
+    refusal = f'grep -q " {refuse}$" "$pushed" && echo refused >&2 && exit 1\n' if refuse else ""
     hook.write_text(
-        "#!/bin/sh\npushed=$(mktemp)\ncat > \"$pushed\"\n"
-        f"awk '$2 !~ /^0+$/ {{print $3}}' \"$pushed\" | tr '\\n' ' ' >> {record}\necho >> {record}\n"
-        + refusal
+        '#!/bin/sh\npushed=$(mktemp)\ncat > "$pushed"\n'
+        f"awk '$2 !~ /^0+$/ {{print $3}}' \"$pushed\" | tr '\\n' ' ' >> {record}\n"
+        f"echo >> {record}\n{refusal}exit 0\n"
     )
     hook.chmod(0o755)
     return record
