@@ -19,7 +19,7 @@ def _checks(world: ActWorld, slug: str) -> list[dict[str, object]]:
     return [run for run in runs if run["name"] == f"imm: {slug}"]
 
 
-def test_a_dispatched_batch_of_a_local_initiative_runs_round_after_round_to_completion(
+def test_a_dispatched_batch_runs_round_after_round_to_completion_leaving_no_check_pending(
     world: ActWorld,
 ) -> None:
     world.create(FIVE, "shop")
@@ -36,6 +36,11 @@ def test_a_dispatched_batch_of_a_local_initiative_runs_round_after_round_to_comp
         head,
         "success",
     )
+    # every round's check run ended, the plan job's on main's head included: none pending
+    going = [
+        (c["head_sha"], c["status"]) for c in _checks(world, "shop") if c["status"] != "completed"
+    ]
+    assert going == []
     assert len(world.github.repo(REPO).pulls) == 1
 
 

@@ -76,3 +76,19 @@ def test_imm_commands_from_comments_run_retry_and_cancel_a_batch_and_refuse_read
 
     world.comment(issue, "/imm cancel", "writer")
     assert world.state()["batch_state"] == "cancelled"
+
+
+def test_a_retry_alone_starts_a_run_and_the_batch_completes(world: ActWorld) -> None:
+    world.behaviour["a"] = "fail"
+    world.create(TASKS, "shop", local=False)
+    issue = world.tracker("shop", TASKS)
+    world.dispatch({"initiative": f"#{issue}"})
+    world.run_dispatches()
+    assert world.state()["batch_state"] == "needs_human"
+
+    world.behaviour["a"] = "ok"  # the person fixed what made `a` fail
+    world.comment(issue, "/imm retry a", "writer")
+    assert "No run was going: started [run " in _replies(world)[-1]
+    runs = world.run_dispatches()
+    assert runs, "the retry started no run"
+    assert world.state()["batch_state"] == "completed"

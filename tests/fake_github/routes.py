@@ -444,7 +444,15 @@ def dispatch(call: Call) -> tuple[int, Any]:
         _check_inputs(call.repo.dispatch_inputs.get(workflow["path"].rsplit("/", 1)[1]), inputs)
         run_id = call.state.next_id()
         call.repo.dispatches.append({"workflow": workflow["path"], "ref": ref, "inputs": inputs})
-        call.repo.runs[run_id] = workflow_run(call.state, call.repo, workflow, ref, run_id)
+        run = workflow_run(call.state, call.repo, workflow, ref, run_id)
+        call.repo.runs[run_id] = run
+        if call.body.get("return_run_details") is True:
+            details = {
+                "workflow_run_id": run_id,
+                "run_url": run["url"],
+                "html_url": run["html_url"],
+            }
+            return 200, details
         return 204, None
 
 

@@ -16,7 +16,7 @@ from imm_action.carriers.source import Initiatives
 from imm_action.commands import command
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from tests.batch_helpers import make_project
+from tests.batch_helpers import current, make_project, publish, run_pass
 from tests.conftest import assert_golden
 from tests.fake_github import FakeGitHub
 from tests.webhook_examples import example
@@ -71,7 +71,11 @@ def test_a_writer_starts_the_batch_by_dispatching_the_workflow(
     ]  # fmt: skip
     reactions = [r["content"] for rs in fake.repo(REPO).reactions.values() for r in rs]
     assert reactions == ["eyes"]
-    assert "Started the batch of `init`" in _replies(fake)[0]
+    run_id = max(fake.repo(REPO).runs)
+    url = f"https://github.example/{REPO}/actions/runs/{run_id}"
+    assert (
+        f"Started the batch of `init`: [run {run_id}]({url}) of imm-batch.yml" in _replies(fake)[0]
+    )
 
 
 def test_a_user_without_write_permission_is_refused_and_nothing_runs(
@@ -137,3 +141,36 @@ def test_plan_answers_with_the_plan_of_an_initiative_kept_on_github(
     assert "# Plan for `gh`" in reply
     assert "no GitHub repository is configured" not in reply
     assert len(fake.requests_to("POST", "/graphql")) == 1  # read by the event's issue number
+
+
+def _parked(tmp_path: Path) -> Path:
+    """A project whose batch waits on a person: `a` parked, `b` (after `a`) skipped."""
+    project = make_project(tmp_path / "project", {"a": [], "b": ["a"]})
+    run_pass(project)
+    publish(project, "a", None, state="needs_human", reason="QA failure limit reached")
+    run_pass(project)
+    assert current(project).state.batch_state == "needs_human"
+    return project
+
+
+def test_a_retry_with_no_run_going_starts_one_and_names_it(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    project = _parked(tmp_path)
+    assert _handle(fake, _event(tmp_path, fake, "/imm retry a", "writer"), project) == 0
+    batch_id = current(project).state.batch_id
+    assert fake.repo(REPO).dispatches == [
+        {"workflow": ".github/workflows/imm-batch.yml", "ref": "main",
+         "inputs": {"initiative": "init", "batch_id": batch_id}}
+    ]  # fmt: skip
+    run_id = max(fake.repo(REPO).runs)
+    reply = _replies(fake)[0]
+    assert "Done: `retry a`" in reply
+    assert f"No run was going: started [run {run_id}](" in reply
+
+
+def test_a_refused_retry_starts_no_run(fake: FakeGitHub, tmp_path: Path) -> None:
+    project = _parked(tmp_path)
+    assert _handle(fake, _event(tmp_path, fake, "/imm retry b", "writer"), project) == 0
+    assert "`retry b` was refused" in _replies(fake)[0]
+    assert fake.repo(REPO).dispatches == []

@@ -12,7 +12,7 @@ from imm_action.github.client import GitHubClient, RetryBudget, build_github
 from imm_action.github.reporting import ReportTarget, publish_report, status_comment
 from imm_action.integrate.verdict import build_report, verdict
 from imm_action.model.report import BatchRunReport
-from imm_action.model.state import BatchRunState
+from imm_action.model.state import BatchRunState, BatchState
 from tests.batch_helpers import current, make_project, publish, run_pass, work
 from tests.conftest import assert_golden
 from tests.fake_github import FakeGitHub
@@ -144,3 +144,20 @@ def test_imm_check_report_run_twice_on_one_commit_leaves_each_annotation_once(
     (run,) = fake.repo(REPO).check_runs.values()
     messages = [a["message"] for a in fake.repo(REPO).annotations[run["id"]]]
     assert sorted(messages) == sorted(f"colour{index}: unknown key" for index in range(60))
+
+
+def test_a_running_check_on_a_commit_the_batch_moved_on_from_is_ended_as_superseded(
+    fake: FakeGitHub,
+) -> None:
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    report, state = _state(3)
+    running = {"batch_state": BatchState.RUNNING}
+    report, state = report.model_copy(update=running), state.model_copy(update=running)
+    url = f"https://github.example/{REPO}"
+    first, moved = "a" * 40, "b" * 40
+    publish_report(client, report, state, ReportTarget(1, first, url))
+    publish_report(client, report, state, ReportTarget(1, moved, url, earlier_heads=(first,)))
+    runs = {run["head_sha"]: run for run in fake.repo(REPO).check_runs.values()}
+    assert (runs[first]["status"], runs[first]["conclusion"]) == ("completed", "neutral")
+    assert runs[first]["output"]["title"].startswith("superseded: imm/")
+    assert runs[moved]["status"] == "in_progress"

@@ -12,7 +12,14 @@ import pytest
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
-from imm_action.verify.check_queue import QueuedCheck, default_workers, longest_first
+from imm_action.verify.check_queue import (
+    Admission,
+    IdleCores,
+    QueuedCheck,
+    Workers,
+    default_workers,
+    longest_first,
+)
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 from tests.conftest import git, make_repo
 
@@ -111,9 +118,77 @@ def test_a_check_never_timed_goes_before_those_with_a_recorded_duration() -> Non
     assert [item.check for item in ordered] == ["b", "d", "c", "a"]
 
 
-def test_the_default_workers_are_two_more_than_the_cores() -> None:
-    assert default_workers(2) == 4
-    assert default_workers(4) == 6
+def test_by_default_one_check_per_core_runs_and_up_to_four_per_core_while_cores_idle() -> None:
+    assert default_workers(2) == Workers(2, 8)
+    assert default_workers(4) == Workers(4, 16)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_checks_up_to_the_floor_start_whatever_the_cores_do() -> None:
+    admission = Admission(Workers(2, 8), idle=lambda: 0.0, clock=_Clock())
+    assert [admission.try_enter() for _ in range(3)] == [True, True, False]
+
+
+def test_beyond_the_floor_a_check_starts_only_while_a_core_is_idle() -> None:
+    idle = [0.3]
+    clock = _Clock()
+    admission = Admission(Workers(1, 8), idle=lambda: idle[0], clock=clock)
+    assert admission.try_enter()
+    clock.now = 1.0
+    assert not admission.try_enter()  # the cores are busy: computing checks fill them
+    clock.now = 2.0
+    idle[0] = 1.6
+    assert admission.try_enter()  # checks that wait leave cores idle: more start
+    assert admission.allowed == 3  # one more per idle core
+
+
+def test_more_checks_are_let_in_at_most_once_per_ramp_and_never_beyond_the_ceiling() -> None:
+    clock = _Clock()
+    admission = Admission(Workers(1, 3), idle=lambda: 1.0, ramp=0.2, clock=clock)
+    assert admission.try_enter()
+    assert admission.try_enter()
+    assert not admission.try_enter()  # the idle figure has not yet seen the last one start
+    clock.now = 0.5
+    assert admission.try_enter()
+    clock.now = 1.0
+    assert not admission.try_enter()  # the ceiling
+    admission.leave()
+    assert admission.try_enter()
+
+
+def test_when_the_cores_fill_up_fewer_checks_are_let_in_down_to_the_floor() -> None:
+    idle = [2.0]
+    clock = _Clock()
+    admission = Admission(Workers(1, 8), idle=lambda: idle[0], ramp=0.2, clock=clock)
+    for step in range(3):
+        clock.now = step * 1.0
+        assert admission.try_enter()
+    assert admission.allowed == 3
+    idle[0] = 0.0
+    for step in range(3, 10):
+        clock.now = step * 1.0
+        admission.try_enter()
+    assert admission.allowed == 1
+
+
+def test_idle_cores_are_read_from_proc_stat_between_two_samples(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1\ncpu1 1\n")
+    idle = IdleCores(period=0.0, stat=stat)
+    assert idle() == 0.0  # one sample: nothing known yet
+    stat.write_text("cpu  150 0 150 900 0 0 0 0 0 0\ncpu0 1\ncpu1 1\n")  # 100 of 200 idle
+    assert idle() == pytest.approx(0.5 * 2)
+
+
+def test_without_proc_stat_no_core_counts_as_idle(tmp_path: Path) -> None:
+    assert IdleCores(period=0.0, stat=tmp_path / "missing")() == 0.0
 
 
 def test_checks_of_several_trees_share_the_queue_and_each_runs_once_per_tree(

@@ -19,6 +19,23 @@ from imm_action.model.state import BatchRunState, ChildState
 MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
 MAX_JOB_MINUTES = 360  # GitHub-hosted runners end a job after 6 h
 MAX_OUTPUTS_BYTES = 1024 * 1024  # GitHub: outputs are limited to 1 MB per job
+# A lane job's time outside imm's own limit: the checkout, Python, imm's install, the fetch and
+# `check_setup` before; the lane's checks after its last executor run, the bundle and the
+# upload after (decision 0050). GitHub's limit must leave imm's room to fire first: a lane
+# that imm times out is parked with its reason; one GitHub cancels is lost and run again.
+LANE_JOB_MARGIN_MINUTES = 15
+
+
+def lane_minutes_on_github(lane_timeout_minutes: int) -> int:
+    """The lane's own limit in a lane job: the config's, short enough that the job's limit
+    (this plus the margin) stays within GitHub's 6 h."""
+    return max(1, min(lane_timeout_minutes, MAX_JOB_MINUTES - LANE_JOB_MARGIN_MINUTES))
+
+
+def lane_job_minutes(lane_timeout_minutes: int) -> int:
+    """The lane job's `timeout-minutes`: the lane's limit plus the margin, at most 6 h."""
+    return min(lane_minutes_on_github(lane_timeout_minutes) + LANE_JOB_MARGIN_MINUTES,
+               MAX_JOB_MINUTES)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,7 +106,8 @@ def pass_outputs(
         "matrix": json.dumps(matrix, separators=(",", ":")),
         "has-lanes": "true" if matrix["include"] else "false",
         "max-parallel": str(min(state.max_parallel, MAX_MATRIX_JOBS)),
-        "lane-timeout-minutes": str(min(lane_timeout_minutes, MAX_JOB_MINUTES)),
+        "lane-timeout-minutes": str(lane_minutes_on_github(lane_timeout_minutes)),
+        "lane-job-timeout-minutes": str(lane_job_minutes(lane_timeout_minutes)),
     }
 
 

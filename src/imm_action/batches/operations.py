@@ -13,6 +13,7 @@ from imm_action.console import CommandIO
 from imm_action.errors import ImmError
 from imm_action.integrate import transitions
 from imm_action.integrate.store import StateStore
+from imm_action.model.state import BatchRunState
 from imm_action.render import batch_markdown, plan_markdown
 from imm_action.workspace import plan_initiative
 
@@ -43,6 +44,13 @@ class RepoBatchOperations:
         except ImmError as error:
             return f"The plan of `{slug}` cannot be made:\n\n```\n{error}\n```"
         return plan_markdown(plan)
+
+    def active(self, slug: str) -> BatchRunState | None:
+        """The initiative's active batch as the remote holds it now."""
+        batch_repo = open_batch_repo(self.repo, self.remote, self.initiatives)
+        batch_repo.refs.refresh()
+        stored = StateStore(batch_repo.refs).active(slug)
+        return None if stored is None else stored.state
 
     def retry(self, slug: str, task_id: str) -> str:
         return self._decide(slug, f"retry {task_id}", retry_decision(task_id), task_id)

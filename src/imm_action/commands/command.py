@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Protocol, assert_never
 
 from imm_action.console import CommandIO
-from imm_action.github.client import GitHubClient, allows
+from imm_action.github.client import DispatchedRun, GitHubClient, allows
 from imm_action.github.comment_commands import HELP, Command, Unknown, parse_comment
 from imm_action.github.events import IssueCommentEvent, read_event
+from imm_action.github.reporting import needs_continuation
+from imm_action.model.state import BatchRunState, BatchState, GithubRunner
 
 BATCH_WORKFLOW = "imm-batch.yml"
 
@@ -23,6 +25,8 @@ class BatchOperations(Protocol):
     def plan(self, slug: str, issue: int | None = None) -> str: ...
 
     def retry(self, slug: str, task_id: str) -> str: ...
+
+    def active(self, slug: str) -> BatchRunState | None: ...
 
     def cancel(self, slug: str) -> str: ...
 
@@ -93,8 +97,8 @@ def _answer(
             inputs = {"initiative": slug}
             if item.max_parallel is not None:
                 inputs["max_parallel"] = str(item.max_parallel)
-            client.dispatch(args.workflow, event.repository.default_branch, inputs)
-            return f"Started the batch of `{slug}` ({args.workflow})."
+            started = client.dispatch(args.workflow, event.repository.default_branch, inputs)
+            return f"Started the batch of `{slug}`: {_run_named(started, args.workflow)}."
         case "status":
             return operations().status(slug)
         case "plan":
@@ -102,11 +106,64 @@ def _answer(
         case "retry":
             if item.task_id is None:  # parse_comment gives every retry its task id
                 return "I did not run `retry`: `retry` takes one task id."
-            return operations().retry(slug, item.task_id)
+            batch = operations()
+            return batch.retry(slug, item.task_id) + _moving(batch.active(slug), slug, event,
+                                                              args, client)  # fmt: skip
         case "cancel":
-            return operations().cancel(slug)
+            batch = operations()
+            stopped = _stop_runs(batch.active(slug), client)
+            return batch.cancel(slug) + stopped
         case _:
             assert_never(item.verb)
+
+
+def _moving(
+    state: BatchRunState | None,
+    slug: str,
+    event: IssueCommentEvent,
+    args: CommandArgs,
+    client: GitHubClient,
+) -> str:
+    """After a retry: a batch left waiting for a run nobody will start gets one (a run that is
+    going carries it on by itself); the reply says which."""
+    if state is None or state.batch_state is not BatchState.RUNNING:
+        return ""
+    if not needs_continuation(state):
+        going = sorted({r.run_id for r in _runners_in_flight(state)})
+        if going:
+            return f"\n\nRun {', '.join(str(r) for r in going)} is going and carries it on."
+        return ""
+    inputs = {"initiative": slug, "batch_id": state.batch_id}
+    started = client.dispatch(args.workflow, event.repository.default_branch, inputs)
+    return f"\n\nNo run was going: started {_run_named(started, args.workflow)} to carry it on."
+
+
+def _stop_runs(state: BatchRunState | None, client: GitHubClient) -> str:
+    """Before a cancel: the workflow runs carrying the batch's lanes are cancelled, so no lane
+    job goes on working (an agent, paid) for a batch that stopped."""
+    if state is None:
+        return ""
+    cancelled = [r for r in sorted({r.run_id for r in _runners_in_flight(state)})
+                 if client.cancel_run(r)]  # fmt: skip
+    if not cancelled:
+        return ""
+    return f"\n\nCancelled run {', '.join(str(r) for r in cancelled)}, which carried its lanes."
+
+
+def _runners_in_flight(state: BatchRunState) -> list[GithubRunner]:
+    return [
+        child.lane.runner
+        for child in state.children
+        if child.state.in_flight
+        and child.lane is not None
+        and isinstance(child.lane.runner, GithubRunner)
+    ]
+
+
+def _run_named(started: DispatchedRun | None, workflow: str) -> str:
+    if started is None:
+        return f"a run of {workflow}"
+    return f"[run {started.run_id}]({started.html_url}) of {workflow}"
 
 
 def _quote(line: str) -> str:

@@ -9,7 +9,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
+from imm_action.actions.runtime import (
+    ActionsFiles,
+    append_summary,
+    lane_minutes_on_github,
+    write_outputs,
+)
 from imm_action.actions.summary import lane_summary
 from imm_action.batches.repo import BatchRepo, check_place, committer_of, open_batch_repo
 from imm_action.console import CommandIO
@@ -152,7 +157,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         qa_failure_limit=state.budget.qa_failure_limit,
         executor=executor,
         lane_setup=args.lane_setup or batch_repo.config.lane_setup,
-        timeout_s=batch_repo.config.lane_timeout_minutes * 60.0,
+        timeout_s=_lane_minutes(args, batch_repo.config.lane_timeout_minutes) * 60.0,
         executor_env=tuple(batch_repo.config.executor_env),
         committer=committer_of(batch_repo.config),
         plan_paths=plan_paths(state, config_path()),
@@ -191,6 +196,11 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         return EXIT_OK
     io.warn(f"imm lane {args.task_id}: needs a person: {outcome.reason}")
     return EXIT_NEEDS_HUMAN
+
+
+def _lane_minutes(args: LaneArgs, configured: int) -> int:
+    """In a lane job, short enough for the job's limit to leave imm's room to fire first."""
+    return lane_minutes_on_github(configured) if args.actions is not None else configured
 
 
 def _git_now() -> str:

@@ -26,7 +26,7 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.bundles import describe, import_lane_bundles, summary_of
 from imm_action.lanes.github import GitHubRun
-from imm_action.model.refs import heads
+from imm_action.model.refs import batch_branch, heads
 from imm_action.passes.driver import reconcile
 from imm_action.ports import Ports
 
@@ -93,6 +93,9 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     )
     if args.lane_bundles is not None:
         _import_bundles(args, args.lane_bundles, io, batch_repo)
+    # where the last report may have put a running check (ended once the branch moves on)
+    branch = heads(batch_branch(args.slug))
+    start_head = batch_repo.refs.read([branch])[branch]
     stopped = Stopped.CONTINUE if args.continue_stopped else Stopped.RESUME
     request = pass_request(
         batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit, stopped=stopped
@@ -118,7 +121,9 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored
     if github is not None:
-        _report(github, batch_repo, stored, args, unisolated=not place.confinement.active)
+        earlier = tuple(h for h in (start_head, stored.state.base_head) if h is not None)
+        _report(github, batch_repo, stored, args, unisolated=not place.confinement.active,
+                earlier_heads=earlier)  # fmt: skip
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))
@@ -159,13 +164,14 @@ def _report(
     args: ReconcileArgs,
     *,
     unisolated: bool,
+    earlier_heads: tuple[str, ...] = (),
 ) -> None:
     state = stored.state
     if stored.report is None:
         raise ImmError(f"batch {state.batch_id} has no report at {stored.commit[:12]}")
     branch = heads(state.branch)
     head = batch_repo.refs.read([branch])[branch] or state.base_head
-    target = target_for(state, head, github.repository_url)
+    target = replace(target_for(state, head, github.repository_url), earlier_heads=earlier_heads)
     notes = [DEFAULT_TOKEN_NOTE] if github.default_token else []
     if unisolated:  # only under `integration_isolation: none`: a token refuses it otherwise
         notes.append(UNISOLATED_NOTE)

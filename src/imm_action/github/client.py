@@ -92,6 +92,14 @@ def _query_failure(document: str, errors: Sequence[Any]) -> Exception:
 
 
 @dataclass(frozen=True)
+class DispatchedRun:
+    """The run GitHub started for a dispatch (`return_run_details`)."""
+
+    run_id: int
+    html_url: str
+
+
+@dataclass(frozen=True)
 class WorkflowJobInfo:
     """What a pass needs of one job of a workflow run."""
 
@@ -338,6 +346,28 @@ class GitHubClient:
         )
         return "status"
 
+    def end_check(self, head_sha: str, name: str, *, conclusion: str, title: str) -> bool:
+        """End the check run `name` on `head_sha` if it is still going (queued or in progress),
+        with `conclusion`; True when one was ended. A commit the batch moved on from must not
+        keep a pending check forever (on `main`, where the batch branch started)."""
+
+        def end() -> bool:
+            existing = self._check_run(head_sha, name)
+            if existing is None or existing.status == "completed":
+                return False
+            summary = existing.output.summary if existing.output else None
+            existing.edit(
+                conclusion=conclusion, output={"title": title[:255], "summary": summary or title}
+            )
+            return True
+
+        try:
+            return self.call(f"end the check {name}", end)
+        except GithubException as error:
+            if error.status not in (403, 404):  # refused: a commit status was used instead
+                raise
+        return False
+
     def _check_run(self, head_sha: str, name: str) -> CheckRun | None:
         for run in self._repo().get_commit(head_sha).get_check_runs(check_name=name):
             return run
@@ -381,6 +411,22 @@ class GitHubClient:
 
         self.call(f"close #{number}", close)
 
+    def cancel_run(self, run_id: int) -> bool:
+        """Ask GitHub to cancel workflow run `run_id`; False when it has ended already (409) or
+        is gone (404)."""
+        url = f"{self._repo().url}/actions/runs/{run_id}/cancel"
+
+        def send() -> None:
+            self._github.requester.requestJsonAndCheck("POST", url)
+
+        try:
+            self.call(f"cancel run {run_id}", send)
+        except GithubException as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        return True
+
     def run_jobs(self, run_id: int) -> list[WorkflowJobInfo] | None:
         """The jobs of a workflow run's latest attempt — one request per page of 100, and no
         read of the run itself — or None when the run no longer exists."""
@@ -399,18 +445,23 @@ class GitHubClient:
 
         return self.call(f"list the jobs of workflow run {run_id}", read)
 
-    def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> None:
+    def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> DispatchedRun | None:
+        """Start `workflow` on `ref`; the run GitHub started, where it says (a GitHub Enterprise
+        Server without `return_run_details` answers 204 and names none)."""
         # Sent through the requester, not `Workflow.create_dispatch`: that answers a bare False
         # for every refusal, and a 422 must not be retried as if GitHub were down.
         url = f"{self._repo().url}/actions/workflows/{quote(workflow, safe='')}/dispatches"
 
-        def send() -> None:
-            self._github.requester.requestJsonAndCheck(
-                "POST", url, input={"ref": ref, "inputs": inputs}
+        def send() -> DispatchedRun | None:
+            _, data = self._github.requester.requestJsonAndCheck(
+                "POST", url, input={"ref": ref, "inputs": inputs, "return_run_details": True}
             )
+            if not isinstance(data, dict) or "workflow_run_id" not in data:
+                return None
+            return DispatchedRun(int(data["workflow_run_id"]), str(data.get("html_url", "")))
 
         try:
-            self.call(f"dispatch {workflow}", send)
+            return self.call(f"dispatch {workflow}", send)
         except GithubException as error:
             if error.status != 422:
                 raise

@@ -49,6 +49,9 @@ class ReportTarget:
     close_integrated: bool = False
     task_issues: Mapping[str, int] | None = None  # task id -> its issue, when carried by GitHub
     footer: str = ""  # a note below the report (e.g. what the default token cannot do)
+    # commits an earlier report may have put a running check on (the base branch's head, the
+    # batch head before this pass): a check still going there is ended, said superseded
+    earlier_heads: tuple[str, ...] = ()
 
 
 def publish_report(
@@ -80,6 +83,11 @@ def publish_report(
         title=f"{report.batch_state}: {report.reason}"[:255],
         summary=body,
     )
+    moved_to = f"{state.branch} moved on to {target.head_sha[:12]}"
+    for earlier in dict.fromkeys(target.earlier_heads):
+        if earlier != target.head_sha:
+            client.end_check(earlier, check_name(slug), conclusion="neutral",
+                             title=f"superseded: {moved_to}")  # fmt: skip
     if target.close_integrated and target.task_issues:
         for child in report.children:
             number = target.task_issues.get(child.task_id)

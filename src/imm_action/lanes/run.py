@@ -16,9 +16,10 @@ import shlex
 import shutil
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -77,6 +78,8 @@ class LaneSpec:
     qa_failure_limit: int
     executor: str
     lane_setup: str | None = None
+    # The lane's limit: `lane_setup` and every executor run together (decision 0050); a
+    # command still running when it is reached is killed and the lane parked.
     timeout_s: float = 3600.0
     executor_env: tuple[str, ...] = ()  # names the repository config maps in
     committer: Identity = IMM_IDENTITY  # the config's `committer`
@@ -137,6 +140,7 @@ class _Lane:
     git_date: Callable[[], str]
     mask: Masker = NO_MASK
     confinement: Confinement = NOT_CONFINED
+    started: float = field(default_factory=time.monotonic)
 
     @property
     def prompt(self) -> Path:
@@ -339,7 +343,8 @@ class _Lane:
             copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
             copier.start()
             try:
-                code = wait_contained(process, self.spec.timeout_s)
+                remaining = self.spec.timeout_s - (time.monotonic() - self.started)
+                code = wait_contained(process, max(0.0, remaining))
             finally:
                 end(process)  # the reaper ends every process the command started
                 copier.join(timeout=5)

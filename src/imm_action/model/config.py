@@ -96,8 +96,8 @@ class RepoConfig(_ConfigModel):
     executor_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]] = Field(
         default_factory=list
     )
-    # Checks the integrator runs at once, pulled from one queue longest first; None: the cores
-    # + 2 (decision 0049). Descriptors that wait on I/O or the network gain from more.
+    # Checks the integrator runs at once, pulled from one queue longest first; None: one per
+    # core, and up to four per core while cores sit idle (decision 0049).
     verify_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] | None = None
     close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated
     # How lane code (executors, lane_setup, checks, check_setup) is sandboxed (SPEC §8,

@@ -249,9 +249,11 @@ def observe_candidates(
     used: dict[tuple[int, str, int], CheckResult] = {}
     if verify:
         top = len(levels) - 1
-        judged = judge_stack(levels, _counted(_running(verifier, levels), used), verifier.workers)
+        judged = judge_stack(
+            levels, _counted(_running(verifier, levels), used), verifier.workers.floor
+        )
     else:
-        top, judged = _judged_prefix(levels, verifier.cache, verifier.workers, used)
+        top, judged = _judged_prefix(levels, verifier.cache, verifier.workers.floor, used)
     if judged is None or top < 1:
         # nothing judged: the lanes refused below the stack are all that can be decided
         return ObservedStack(chain[: stacked[0]] if stacked else chain, head_checks=held_count)

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,12 +44,124 @@ class QueuedCheck:
     check: Queued
 
 
-def default_workers(cores: int | None = None) -> int:
-    """Workers when `verify_parallel` is not set: two more than the cores, as ninja runs two
-    more jobs than cores. Checks that compute keep every core busy either way (two extra
-    processes cost a little switching); checks that wait (on a network, a sleep, a database in
-    a container) leave cores free that the extra workers use (decision 0049)."""
-    return (cores or os.cpu_count() or 1) + 2
+@dataclass(frozen=True)
+class Workers:
+    """How many checks run at once: always up to `floor`; up to `ceiling` while a core sits
+    idle (decision 0049). `verify_parallel: N` fixes both at N."""
+
+    floor: int
+    ceiling: int
+
+    @classmethod
+    def fixed(cls, count: int) -> Workers:
+        return cls(count, count)
+
+
+def default_workers(cores: int | None = None) -> Workers:
+    """Workers when `verify_parallel` is not set: one per core, and up to four per core while
+    cores sit idle. Checks that compute fill every core with one each, and then no more start;
+    checks that wait (on a network, a database, a sleep) leave cores idle, and more start, so
+    neither kind is held to a count chosen for the other (decision 0049)."""
+    count = cores or os.cpu_count() or 1
+    return Workers(count, 4 * count)
+
+
+class IdleCores:
+    """How many cores sat idle lately, from /proc/stat, sampled at most every `period` s (0
+    where there is no /proc/stat: then no check starts beyond the floor)."""
+
+    def __init__(self, period: float = 0.1, stat: Path = Path("/proc/stat")) -> None:
+        self._period = period
+        self._stat = stat
+        self._lock = threading.Lock()
+        self._last: tuple[float, int, int] | None = None
+        self._idle = 0.0
+        self._cpus = 1
+
+    def __call__(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last[0] < self._period:
+                return self._idle
+            sample = self._sample()
+            if sample is None:
+                return 0.0
+            idle, total = sample
+            if self._last is not None and total > self._last[2]:
+                share = (idle - self._last[1]) / (total - self._last[2])
+                self._idle = share * self._cpus
+            self._last = (now, idle, total)
+            return self._idle
+
+    def _sample(self) -> tuple[int, int] | None:
+        try:
+            lines = self._stat.read_text(encoding="ascii").splitlines()
+        except OSError:
+            return None
+        fields = lines[0].split() if lines else []
+        if not fields or fields[0] != "cpu":
+            return None
+        # the CPUs the figures are of (a container may see the host's)
+        self._cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+        ticks = [int(value) for value in fields[1:9]]
+        return ticks[3] + ticks[4], sum(ticks)  # idle + iowait, of all
+
+
+class Admission:
+    """Lets a worker start its next check while fewer than `allowed` run. `allowed` starts at
+    the floor; it grows by one (up to the ceiling) when at least one core sat idle, and shrinks
+    by one (down to the floor) when none did, each at most once per `ramp` s, so the idle figure
+    has seen the last change take effect. A worker refused waits `poll` s and asks again."""
+
+    def __init__(
+        self,
+        workers: Workers,
+        idle: Callable[[], float],
+        *,
+        poll: float = 0.05,
+        ramp: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._workers = workers
+        self._idle = idle
+        self._poll = poll
+        self._ramp = ramp
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._changed = -ramp
+        self.allowed = workers.floor
+        self.running = 0
+
+    def try_enter(self) -> bool:
+        with self._lock:
+            self._adjust()
+            if self.running < self.allowed:
+                self.running += 1
+                return True
+            return False
+
+    def _adjust(self) -> None:
+        if self._workers.ceiling == self._workers.floor:
+            return
+        now = self._clock()
+        if now - self._changed < self._ramp:
+            return
+        idle = self._idle()
+        if idle >= 0.5 and self.allowed < self._workers.ceiling and self.running >= self.allowed:
+            # one more per idle core: checks that wait leave every core idle
+            self.allowed = min(self._workers.ceiling, self.allowed + max(1, round(idle)))
+            self._changed = now
+        elif idle < 0.1 and self.allowed > self._workers.floor:
+            self.allowed -= 1  # the cores are full: computing checks; let no more share them
+            self._changed = now
+
+    def enter(self) -> None:
+        while not self.try_enter():
+            time.sleep(self._poll)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.running -= 1
 
 
 def longest_first(
@@ -85,14 +198,14 @@ OpenSandbox = Callable[[str, contextlib.ExitStack], Sandbox]
 
 def run_queue(
     items: Sequence[QueuedCheck],
-    workers: int,
+    workers: Workers,
     open_sandbox: OpenSandbox,
     done: Callable[[QueuedCheck, CheckResult], None],
     prepare_failed: Callable[[Queued, CheckResult], CheckResult],
 ) -> None:
-    """Run every item, `workers` at a time, each pulled from the shared queue in the given
-    order. `open_sandbox(tree, stack)` checks `tree` out (its clean-up pushed on `stack`) and
-    returns the sandbox to run in; `done` gets each result as it comes."""
+    """Run every item, as many at a time as `workers` admit, each pulled from the shared queue
+    in the given order. `open_sandbox(tree, stack)` checks `tree` out (its clean-up
+    pushed on `stack`) and returns the sandbox to run in; `done` gets each result as it comes."""
     queue = deque(items)
     lock = threading.Lock()
 
@@ -100,26 +213,37 @@ def run_queue(
         with lock:
             return queue.popleft() if queue else None
 
-    def work() -> None:
-        held: _Held | None = None
-        try:
-            while (item := pull()) is not None:
-                if held is None or held.tree != item.tree:
-                    if held is not None:
-                        held.close.close()
-                        held = None
-                    stack = contextlib.ExitStack()
-                    try:
-                        held = _Held(item.tree, open_sandbox(item.tree, stack), stack)
-                    except BaseException:
-                        stack.close()
-                        raise
-                done(item, _run_one(held, item.check, prepare_failed))
-        finally:
-            if held is not None:
-                held.close.close()
+    admission = Admission(workers, IdleCores())
 
-    count = max(1, min(workers, len(queue)))
+    def work() -> None:
+        held: list[_Held] = []  # this worker's checkout, while its checks are of one tree
+        try:
+            while True:
+                admission.enter()
+                try:
+                    item = pull()
+                    if item is None:
+                        return
+                    run_pulled(item, held)
+                finally:
+                    admission.leave()
+        finally:
+            while held:
+                held.pop().close.close()
+
+    def run_pulled(item: QueuedCheck, held: list[_Held]) -> None:
+        if not held or held[0].tree != item.tree:
+            while held:
+                held.pop().close.close()
+            stack = contextlib.ExitStack()
+            try:
+                held.append(_Held(item.tree, open_sandbox(item.tree, stack), stack))
+            except BaseException:
+                stack.close()
+                raise
+        done(item, _run_one(held[0], item.check, prepare_failed))
+
+    count = max(1, min(workers.ceiling, len(queue)))
     if count == 1:
         work()
         return

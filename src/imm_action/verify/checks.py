@@ -21,6 +21,7 @@ from imm_action.plan.glob import scope_covers
 from imm_action.verify.check_queue import (
     Queued,
     QueuedCheck,
+    Workers,
     default_workers,
     longest_first,
     run_queue,
@@ -150,8 +151,8 @@ class TreeJob:
 
 
 class Verifier:
-    """Runs checks on trees; a queue of many runs `workers` at a time (`verify_parallel`;
-    by default two more than the cores: check_queue.py)."""
+    """Runs checks on trees; a queue of many runs `workers` at a time (`verify_parallel`; by
+    default one per core, and more while cores sit idle: check_queue.py)."""
 
     def __init__(
         self,
@@ -169,7 +170,7 @@ class Verifier:
         self._repo = repo
         self.cache = cache
         self._path_env = path_env
-        self.workers = workers or default_workers()
+        self.workers = Workers.fixed(workers) if workers else default_workers()
         self._on_result = on_result
         self._counted = threading.Lock()
         self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
