@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ ACT_TIMEOUT_S = 300
 _JOB_START = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\] ⭐ Run Set up job")
 _JOB_END = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\] 🏁  Job (?P<result>\w+)")
 _STEP_FAILED = re.compile(r"^\[(?P<workflow>[^/\]]+)/(?P<job>[^\]]+)\]   ❌  Failure - ")
+# a step output as act logs it: "[imm-batch/plan] ⚙  ::set-output:: <name>=<value>"
+_OUTPUT = re.compile(r"^\[imm-batch/plan\s*\]\s+⚙\s+::set-output:: (?P<name>[\w-]+)=(?P<value>.*)$")
+_FROM_PLAN = re.compile(r"fromJSON\(needs\.plan\.outputs\.(?P<name>[\w-]+)\)")
 
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
@@ -72,6 +76,8 @@ if behaviour == "kill_once" and not (spy / f"killed.{task}").exists():
     (spy / f"kill-me.{task}").write_text("once")
     time.sleep(120)
     sys.exit(9)
+if behaviour == "hang":  # an agent that never ends: its lane's limit must stop it
+    time.sleep(3600)
 if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0026)
     tried = {}
     checkout = next(p.parent for p in pathlib.Path.cwd().parents if p.name == ".git")
@@ -138,7 +144,7 @@ class ActRun:
     workflow: str
     run_id: int
     exit_code: int
-    jobs: dict[str, str]  # job name -> "succeeded" / "failed"
+    jobs: dict[str, str]  # job name -> "succeeded" / "failed" / "cancelled"
     log: str
 
 
@@ -165,6 +171,17 @@ class ActWorld:
     evil_url: str = "http://127.0.0.1:9"  # where a hostile executor sends git (see test)
     runs: list[ActRun] = field(default_factory=list)
     _dispatches_run: int = 0
+    # GitHub's job limit, which act ignores: lane jobs running, by task, since when; the plan
+    # job's step outputs of the current run; the lane jobs the limit ended
+    _lane_jobs: dict[str, float] = field(default_factory=dict)
+    _plan_outputs: dict[str, str] = field(default_factory=dict)
+    timed_out_jobs: list[str] = field(default_factory=list)
+    # Cancel the run (as the Actions UI's "Cancel workflow" does) once this many lane jobs
+    # succeeded: GitHub ends every lane job still running or queued as `cancelled`, and then
+    # runs the jobs that ask for it (`if: always()`: the integrate job).
+    cancel_after_lanes: int | None = None
+    _cancelled_run: int | None = None
+    _lanes_succeeded: int = 0
 
     @property
     def work(self) -> Path:
@@ -223,7 +240,10 @@ class ActWorld:
         files = initiative_files(slug, tasks, self._intents(tasks, checks or {}))
         if not local:
             files = {k: v for k, v in files.items() if not k.startswith("docs/initiatives/")}
-        files[".github/imm.yml"] = CONFIG + config
+        # a key of `config` replaces the default's
+        keys = {line.split(":", 1)[0] for line in config.splitlines() if ":" in line}
+        kept = [line for line in CONFIG.splitlines() if line.split(":", 1)[0] not in keys]
+        files[".github/imm.yml"] = "\n".join(kept) + "\n" + config
         files["tools/executor.py"] = EXECUTOR
         files.update(more)
         for relative, content in files.items():
@@ -342,7 +362,12 @@ class ActWorld:
             timer = threading.Timer(ACT_TIMEOUT_S, process.kill)
             timer.start()
             watching = threading.Event()
+            self._lane_jobs.clear()
+            self._plan_outputs.clear()
+            self._cancelled_run, self._lanes_succeeded = None, 0
             threading.Thread(target=self._kill_lanes_asked, args=(watching,), daemon=True).start()
+            threading.Thread(target=self._end_jobs_at_their_limit, args=(watching,),
+                             daemon=True).start()  # fmt: skip
             try:
                 assert process.stdout is not None
                 for line in process.stdout:
@@ -365,15 +390,52 @@ class ActWorld:
         while not done.wait(0.1):
             for ask in self.spy.glob("kill-me.*"):
                 task = ask.name.split(".", 1)[1]
-                for proc in Path("/proc").iterdir():
-                    try:
-                        argv = (proc / "cmdline").read_bytes().split(b"\0")
-                    except OSError:
-                        continue
-                    if b"--phase" in argv and b"work" in argv and task.encode() in argv:
-                        with contextlib.suppress(OSError):
-                            os.kill(int(proc.name), signal.SIGKILL)
+                self._kill_lane_work(task)
                 ask.rename(self.spy / f"killed.{task}")
+
+    def lane_job_limit_s(self) -> float | None:
+        """The lane job's `timeout-minutes` as the shipped workflow sets it (from the plan
+        job's outputs of this run), in seconds; None until the plan job said it."""
+        workflow = YAML(typ="safe").load(
+            (self.work / ".github/workflows/imm-batch.yml").read_text(encoding="utf-8")
+        )
+        jobs = workflow["jobs"]
+        expression = str(jobs["lane"].get("timeout-minutes", ""))
+        found = _FROM_PLAN.search(expression)
+        if found is None:
+            return None
+        source = str(jobs["plan"]["outputs"][found["name"]])
+        step_output = source.rsplit(".", 1)[1].rstrip(" }")
+        value = self._plan_outputs.get(step_output)
+        return None if value is None else float(value) * 60
+
+    def _end_jobs_at_their_limit(self, done: threading.Event) -> None:
+        """What GitHub does and act does not: a lane job still running at its `timeout-minutes`
+        is cancelled. Its `imm lane --phase work` is killed (the executor, in the sandbox, dies
+        with it); the job's later `if: always()` steps still run, as on GitHub."""
+        while not done.wait(0.2):
+            if self._cancelled_run is not None:
+                for task in list(self._lane_jobs):
+                    self._kill_lane_work(task)
+            limit = self.lane_job_limit_s()
+            if limit is None:
+                continue
+            for task, started in list(self._lane_jobs.items()):
+                if time.monotonic() - started < limit:
+                    continue
+                self._lane_jobs.pop(task, None)
+                self.timed_out_jobs.append(task)
+                self._kill_lane_work(task)
+
+    def _kill_lane_work(self, task: str) -> None:
+        for proc in Path("/proc").iterdir():
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--phase" in argv and b"work" in argv and task.encode() in argv:
+                with contextlib.suppress(OSError):
+                    os.kill(int(proc.name), signal.SIGKILL)
 
     def _observe(self, line: str, run_id: int, jobs: dict[str, str]) -> None:
         """One line of act's log. act gives every entry of a matrix the result of the last
@@ -384,17 +446,29 @@ class ActWorld:
             _STEP_FAILED.match(line),
             _JOB_END.match(line),
         )
+        output = _OUTPUT.match(line.strip())
+        if output:
+            self._plan_outputs[output["name"]] = output["value"].strip()
         if started:
             name = github_job_name(started["job"])
             jobs.pop(name, None)
+            if name.startswith("imm lane "):
+                self._lane_jobs[name.removeprefix("imm lane ")] = time.monotonic()
             self._record_job(run_id, name, "in_progress", None)
         elif failed:
             jobs[github_job_name(failed["job"])] = "failed"
         elif ended:
             name = github_job_name(ended["job"])
+            self._lane_jobs.pop(name.removeprefix("imm lane "), None)
             jobs[name] = jobs.get(name, "succeeded")
             conclusion = "success" if jobs[name] == "succeeded" else "failure"
+            if name.startswith("imm lane ") and self._cancelled_run is not None:
+                conclusion = jobs[name] = "cancelled"
             self._record_job(run_id, name, "completed", conclusion)
+            if name.startswith("imm lane ") and conclusion == "success":
+                self._lanes_succeeded += 1
+                if self._lanes_succeeded == self.cancel_after_lanes:
+                    self._cancelled_run = run_id
 
     def _record_job(self, run_id: int, name: str, status: str, conclusion: str | None) -> None:
         """Tell the fake what GitHub's jobs endpoint would now say about job `name`."""
@@ -413,6 +487,8 @@ class ActWorld:
             stored = self.github.repo(REPO).runs[run.run_id]
             stored["status"] = "completed"
             stored["conclusion"] = "success" if run.exit_code == 0 else "failure"
+            if self._cancelled_run == run.run_id:
+                stored["conclusion"] = "cancelled"
 
     def dispatch(self, inputs: Mapping[str, str]) -> None:
         """A person starts imm-batch.yml by hand (the Actions tab, or the API)."""

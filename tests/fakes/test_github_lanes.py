@@ -12,6 +12,7 @@ import pytest
 
 from imm_action.batches.repo import pass_ports, pass_request
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.github import GitHubLanes, job_carries
 from imm_action.lanes.runners import LaneAtWork, RunnerReport
 from imm_action.model.state import BatchChild, GithubRunner
@@ -67,7 +68,7 @@ def admitted_in_a_run(fake: FakeGitHub, repo: Path, name: str = "lane (a)") -> t
     return run_id, job_id
 
 
-@pytest.mark.parametrize("conclusion", ["failure", "cancelled"])
+@pytest.mark.parametrize("conclusion", ["failure", "timed_out"])
 def test_a_lane_job_that_ends_without_an_outcome_is_admitted_again_in_a_new_job(
     fake: FakeGitHub, tmp_path: Path, conclusion: str
 ) -> None:
@@ -85,6 +86,48 @@ def test_a_lane_job_that_ends_without_an_outcome_is_admitted_again_in_a_new_job(
     github_pass(repo, lanes_of(fake, second_run), admit=False)
     assert runner(repo).job_id == second_job
     assert runner(repo).job_url == fake.repo(REPO).jobs[second_job]["html_url"]
+
+
+def _cancelled_mid_round(fake: FakeGitHub, tmp_path: Path) -> tuple[Path, int]:
+    """Lanes a and b admitted in one run; b finished with its outcome; the run is cancelled
+    while a works (its job: `cancelled`); the integrate job's pass follows."""
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_id = fake.add_run(REPO)
+    github_pass(repo, lanes_of(fake, run_id), admit=True)
+    jobs = {task: fake.add_job(REPO, run_id, f"imm lane {task}") for task in ("a", "b")}
+    work(repo, "b")
+    fake.move_job(REPO, jobs["b"], "completed", "success")
+    fake.move_job(REPO, jobs["a"], "completed", "cancelled")
+    github_pass(repo, lanes_of(fake, run_id), admit=False)
+    return repo, run_id
+
+
+def test_a_cancelled_run_stops_the_batch_keeping_what_finished(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    repo, run_id = _cancelled_mid_round(fake, tmp_path)
+    state = current(repo).state
+    assert state.batch_state == "cancelled"
+    assert state.stop_reason == f"batch_run_cancelled: workflow run {run_id} was cancelled"
+    assert str(child(repo, "b").state) == "integrated"
+    assert (str(child(repo).state), child(repo).attempts) == ("pending", 0)  # not lost
+    report = current(repo).report
+    assert report is not None
+    assert report.reason.startswith(f"batch_run_cancelled: workflow run {run_id} was cancelled")
+
+
+def test_a_batch_stopped_by_a_cancelled_run_goes_on_with_only_the_cancelled_lanes(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    repo, _ = _cancelled_mid_round(fake, tmp_path)
+    next_run = fake.add_run(REPO)
+    batch_repo = open_local(repo)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True, stopped=Stopped.CONTINUE)
+    lanes = lanes_of(fake, next_run)
+    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
+    result = reconcile(request, ports)
+    assert result.admitted == ("a",)
+    assert str(child(repo, "b").state) == "integrated"
 
 
 def test_the_third_lost_job_parks_the_lane_naming_the_conclusion_and_the_job(

@@ -41,6 +41,7 @@ from imm_action.integrate.reasons import (
     LINEAGE_BROKEN,
     OUTCOME_MISMATCH,
     PARALLEL_MISMATCH,
+    RUN_CANCELLED,
 )
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
@@ -51,7 +52,13 @@ from imm_action.lanes.runners import (
 )
 from imm_action.model.outcome import CheckResult, Failure, carries_trailer
 from imm_action.model.refs import quarantine_ref
-from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
+from imm_action.model.state import (
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    GithubRunner,
+)
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.text import listed
@@ -323,6 +330,13 @@ def decide_lanes(
         match facts.runner:
             case Running(job=job) | FinishedWithOutcome(job=job):
                 state = _record_job(state, child, job)
+            case FinishedWithoutOutcome(conclusion="cancelled", url=url):
+                # GitHub's conclusion of a job whose run was cancelled (a timed-out job's is
+                # `timed_out`): a person stopped the batch, no lane was lost
+                run = _run_of(child)
+                notes.append(f"lane {child.task_id}'s job was cancelled with workflow run {run}")
+                why = f"{RUN_CANCELLED}: workflow run {run} was cancelled"
+                state = t.lane_cancelled(state, child.task_id, why)
             case FinishedWithoutOutcome(conclusion=conclusion, url=url):
                 notes.append(f"lane {child.task_id} ended without an outcome; admitting it again")
                 state = t.lane_lost(state, child.task_id, _lost_why(conclusion, url))
@@ -331,6 +345,11 @@ def decide_lanes(
             case unreachable:
                 assert_never(unreachable)
     return state, tuple(notes)
+
+
+def _run_of(child: BatchChild) -> str:
+    runner = child.lane.runner if child.lane else None
+    return str(runner.run_id) if isinstance(runner, GithubRunner) else "?"
 
 
 def _lost_why(conclusion: str, url: str | None) -> str:

@@ -23,6 +23,9 @@ CHECK_FAILED: Final = "batch_integration_check_failed"
 # itself, twice — a person's matter (flaky, or the environment changed), never a lane's.
 HEAD_CHECK_FAILED: Final = "batch_head_check_failed"
 CANCELLED: Final = "cancelled"
+# The batch's reason: the workflow run carrying its lanes was cancelled (the Actions UI, the
+# API, `/imm cancel`); a person's stop, never a lost lane's.
+RUN_CANCELLED: Final = "batch_run_cancelled"
 # A lane publishes its outcome and its branch in one CAS: disagreement means another writer.
 OUTCOME_MISMATCH: Final = "lane_outcome_mismatch"
 

@@ -139,6 +139,16 @@ def lane_lost(state: BatchRunState, task_id: str, why: str) -> BatchRunState:
     )
 
 
+def lane_cancelled(state: BatchRunState, task_id: str, why: str) -> BatchRunState:
+    """The lane's job was cancelled with its workflow run: a person stopped the batch. The
+    lane goes back to pending, no attempt counted lost (a continuation runs it again), and
+    the batch stops with `why` (its verdict: cancelled)."""
+    child = child_of(state, task_id)
+    _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "cancel")
+    back = _with_child(state, task_id, {"state": ChildState.PENDING, "lane": None})
+    return back.model_copy(update={"stop_reason": state.stop_reason or why})
+
+
 def lane_orphaned(state: BatchRunState, task_id: str) -> BatchRunState:
     """The coordinator that ran the lane died: not the task's attempt, just start it again."""
     child = child_of(state, task_id)

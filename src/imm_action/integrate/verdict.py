@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN, PLAN_CHANGED
+from imm_action.integrate.reasons import (
+    HEAD_CHECK_FAILED,
+    LINEAGE_BROKEN,
+    PLAN_CHANGED,
+    RUN_CANCELLED,
+)
 from imm_action.integrate.transitions import admissions_used, child_of
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
@@ -28,6 +33,13 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
     children = state.children
     done = sum(1 for child in children if child.state.done)
     branch = batch_branch(state.initiative_slug)
+    if state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED):
+        return Verdict(
+            BatchState.CANCELLED,
+            f"{state.stop_reason}; {done} of {plural(len(children), 'task')} integrated",
+            "continue the batch when ready (`/imm run`, or dispatch imm-batch): what finished "
+            "stays, the cancelled lanes run again",
+        )
     if state.stop_reason and state.stop_reason.startswith(HEAD_CHECK_FAILED):
         return Verdict(
             BatchState.NEEDS_HUMAN,
@@ -101,7 +113,7 @@ def _terminal_verdict(state: BatchRunState) -> Verdict:
     texts = {
         BatchState.COMPLETED: ("all tasks are integrated", f"review {branch} and merge it"),
         BatchState.CANCELLED: (
-            "the batch was cancelled",
+            state.stop_reason or "the batch was cancelled",
             f"continue the batch when ready, or start afresh from {state.base_ref}",
         ),
         BatchState.FAILED: (

@@ -42,6 +42,7 @@ from imm_action.integrate.decide import (
     verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.reasons import RUN_CANCELLED
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
@@ -242,7 +243,9 @@ class _Pass:
     def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
-        if self.request.admit:
+        # a cancelled workflow run stops the batch: nothing more is admitted in this pass
+        cancelled = bool(state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED))
+        if self.request.admit and not cancelled:
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)

@@ -70,7 +70,7 @@ class IdleCores:
     """How many cores sat idle lately, from /proc/stat, sampled at most every `period` s (0
     where there is no /proc/stat: then no check starts beyond the floor)."""
 
-    def __init__(self, period: float = 0.1, stat: Path = Path("/proc/stat")) -> None:
+    def __init__(self, period: float = 0.05, stat: Path = Path("/proc/stat")) -> None:
         self._period = period
         self._stat = stat
         self._lock = threading.Lock()
@@ -109,17 +109,18 @@ class IdleCores:
 
 class Admission:
     """Lets a worker start its next check while fewer than `allowed` run. `allowed` starts at
-    the floor; it grows by one (up to the ceiling) when at least one core sat idle, and shrinks
-    by one (down to the floor) when none did, each at most once per `ramp` s, so the idle figure
-    has seen the last change take effect. A worker refused waits `poll` s and asks again."""
+    the floor (one per core). When half a core or more sat idle, it grows by one per idle core
+    (at least one, up to the ceiling); when less than a tenth of a core did, it shrinks by one
+    (down to the floor); each at most once per `ramp` s, so the idle figure has seen the last
+    change take effect. A worker refused waits `poll` s and asks again."""
 
     def __init__(
         self,
         workers: Workers,
         idle: Callable[[], float],
         *,
-        poll: float = 0.05,
-        ramp: float = 0.1,
+        poll: float = 0.02,
+        ramp: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._workers = workers

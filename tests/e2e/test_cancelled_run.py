@@ -1,0 +1,53 @@
+"""A workflow run cancelled mid-round stops the batch; a later dispatch goes on with what did
+not finish, end to end with act (issue 31)."""
+
+from __future__ import annotations
+
+from tests.e2e.act_world import REPO, ActWorld
+
+TASKS = {f"t{index:02d}": [] for index in range(12)}
+FINISHED = ["t00", "t01", "t02", "t03"]
+
+
+def _lanes(run_jobs: dict[str, str]) -> list[str]:
+    return sorted(job.removeprefix("imm lane ") for job in run_jobs if job.startswith("imm lane"))
+
+
+def test_a_cancelled_run_stops_the_batch_and_the_next_dispatch_runs_only_what_did_not_finish(
+    world: ActWorld,
+) -> None:
+    for task in TASKS:
+        if task not in FINISHED:
+            world.behaviour[task] = "hang"  # still working when the run is cancelled
+    world.create(TASKS, "shop")
+    world.cancel_after_lanes = len(FINISHED)
+    world.dispatch({"initiative": "shop", "max_parallel": "12"})
+    cancelled = world.run_dispatch()
+    assert cancelled.jobs["integrate"] == "succeeded", cancelled.log[-3000:]
+    repo = world.github.repo(REPO)
+    assert len(repo.dispatches) == 1  # the cancelled run dispatched no next round
+    state = world.state()
+    assert state["batch_state"] == "cancelled"
+    why = f"batch_run_cancelled: workflow run {cancelled.run_id} was cancelled"
+    assert state["stop_reason"] == why
+    children = {c["task_id"]: c for c in state["children"]}
+    assert sorted(t for t, c in children.items() if c["state"] == "integrated") == FINISHED
+    assert all(c["attempts"] == 0 for c in children.values())  # none counted lost
+    [status] = [
+        c["body"] for c in repo.comments.values() if "<!-- imm-status:shop -->" in c["body"]
+    ]
+    assert why in status
+    assert "in flight" not in status
+    checks = [r for r in repo.check_runs.values() if r["name"] == "imm: shop"]
+    assert [r["conclusion"] for r in checks if r["status"] != "completed"] == []
+    assert checks[-1]["conclusion"] == "cancelled"
+
+    world.cancel_after_lanes = None
+    world.behaviour.clear()
+    world.dispatch({"initiative": "shop"})  # a person goes on with the batch
+    runs = world.run_dispatches()
+    assert [_lanes(run.jobs) for run in runs] == [sorted(set(TASKS) - set(FINISHED))]
+    final = world.state()
+    assert final["batch_state"] == "completed"
+    lanes_run = world.remote("log", "--format=%s", "refs/heads/imm/shop").count("imm(")
+    assert lanes_run == len(TASKS)  # every task landed once
