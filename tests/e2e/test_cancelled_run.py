@@ -19,11 +19,13 @@ def test_a_cancelled_run_stops_the_batch_and_the_next_dispatch_runs_only_what_di
     for task in TASKS:
         if task not in FINISHED:
             world.behaviour[task] = "hang"  # still working when the run is cancelled
-    world.create(TASKS, "shop")
+    world.create(TASKS, "shop", local=False)
+    issue = world.tracker("shop", TASKS)
     world.cancel_after_lanes = len(FINISHED)
-    world.dispatch({"initiative": "shop", "max_parallel": "12"})
+    world.dispatch({"initiative": f"#{issue}", "max_parallel": "12"})
     cancelled = world.run_dispatch()
-    assert cancelled.jobs["integrate"] == "succeeded", cancelled.log[-3000:]
+    assert "integrate" in cancelled.jobs  # run after the cancel, as GitHub runs `always()` jobs
+    assert "imm: lane t04's job was cancelled with workflow run" in cancelled.log
     repo = world.github.repo(REPO)
     assert len(repo.dispatches) == 1  # the cancelled run dispatched no next round
     state = world.state()
@@ -44,9 +46,10 @@ def test_a_cancelled_run_stops_the_batch_and_the_next_dispatch_runs_only_what_di
 
     world.cancel_after_lanes = None
     world.behaviour.clear()
-    world.dispatch({"initiative": "shop"})  # a person goes on with the batch
+    world.dispatch({"initiative": f"#{issue}"})  # a person goes on with the batch
     runs = world.run_dispatches()
-    assert [_lanes(run.jobs) for run in runs] == [sorted(set(TASKS) - set(FINISHED))]
+    ran = sorted(task for run in runs for task in _lanes(run.jobs))  # rounds of max_parallel 4
+    assert ran == sorted(set(TASKS) - set(FINISHED))
     final = world.state()
     assert final["batch_state"] == "completed"
     lanes_run = world.remote("log", "--format=%s", "refs/heads/imm/shop").count("imm(")

@@ -7,12 +7,20 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.fake_github.state import FakeRepo, FakeState, Json, now_iso
 
 PERMISSIONS = ("none", "read", "triage", "write", "maintain", "admin")
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
+
+
+@dataclass(frozen=True)
+class Redirect:
+    """A 302 to `location` (GitHub's answer for an artifact's download)."""
+
+    location: str
 
 
 class ApiError(Exception):
@@ -76,6 +84,8 @@ TEMPLATES = {
     "list_runs": f"{_R}/actions/runs", "list_jobs": f"{_R}/actions/runs/{{run_id}}/jobs",
     "get_run": f"{_R}/actions/runs/{{run_id}}",
     "cancel_run": f"{_R}/actions/runs/{{run_id}}/cancel", "get_commit": f"{_R}/commits/{{ref}}",
+    "list_run_artifacts": f"{_R}/actions/runs/{{run_id}}/artifacts",
+    "download_artifact": f"{_R}/actions/artifacts/{{artifact_id}}/{{archive_format}}",
 }  # fmt: skip
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 
@@ -512,6 +522,53 @@ def _run(call: Call) -> Json:
     if run is None:
         raise ApiError(404, "Not Found")
     return run
+
+
+@route("GET", "{REPO}/actions/runs/(?P<run_id>[0-9]+)/artifacts")
+def list_run_artifacts(call: Call) -> tuple[int, Any]:
+    """The run's artifacts: the folders the upload stand-in made under the fake's
+    `artifacts_root/<run id>/`, each an artifact of its folder's name."""
+    run = _run(call)
+    root = call.state.artifacts_root
+    folder = root / str(run["id"]) if root is not None else None
+    found = []
+    with call.lock:
+        for path in sorted(folder.iterdir()) if folder is not None and folder.is_dir() else []:
+            known = [
+                i for i, (r, n) in call.repo.artifacts.items() if (r, n) == (run["id"], path.name)
+            ]
+            artifact_id = known[0] if known else call.state.next_id()
+            call.repo.artifacts[artifact_id] = (run["id"], path.name)
+            found.append(_artifact(call, artifact_id, run, path))
+    return 200, {"total_count": len(found), "artifacts": found}
+
+
+def _artifact(call: Call, artifact_id: int, run: Json, folder: Path) -> Json:
+    base = call.state.api(f"/repos/{call.repo.full_name}/actions/artifacts/{artifact_id}")
+    size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    return {
+        "id": artifact_id, "node_id": f"MDg6QXJ0aWZhY3Q{artifact_id}", "name": folder.name,
+        "size_in_bytes": size, "url": base, "archive_download_url": f"{base}/zip",
+        "expired": False, "created_at": now_iso(), "expires_at": now_iso(), "updated_at": now_iso(),
+        "digest": None,
+        "workflow_run": {"id": run["id"], "repository_id": call.repo.id,
+                         "head_repository_id": call.repo.id, "head_branch": run["head_branch"],
+                         "head_sha": run["head_sha"]},
+    }  # fmt: skip
+
+
+@route("GET", "{REPO}/actions/artifacts/(?P<artifact_id>[0-9]+)/(?P<archive_format>[^/]+)")
+def download_artifact(call: Call) -> tuple[int, Any]:
+    """GitHub answers 302 to a short-lived URL of its storage; the fake's is `/_blobs/...`."""
+    if call.params["archive_format"] != "zip":
+        raise ApiError(404, "Not Found")
+    with call.lock:
+        if call.number("artifact_id") not in call.repo.artifacts:
+            raise ApiError(404, "Not Found")
+    location = call.state.api(
+        f"/_blobs/{call.repo.full_name}/artifacts/{call.number('artifact_id')}.zip"
+    )
+    return 302, Redirect(location)
 
 
 @route("GET", "{REPO}/actions/runs/(?P<run_id>[0-9]+)")

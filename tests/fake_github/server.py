@@ -3,11 +3,13 @@ request log around the routes. Responses follow GitHub's status codes and error 
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import socket
 import threading
 import time
+import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,11 +17,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fake_github.faults import Fault, FaultPlan
-from tests.fake_github.routes import ROUTES, ApiError, Call, workflow_job, workflow_run
+from tests.fake_github.routes import ROUTES, ApiError, Call, Redirect, workflow_job, workflow_run
 from tests.fake_github.state import FakeRepo, FakeState, now_iso
 
-# The one listing GitHub pages inside an object that the product reads page by page.
-_PAGED_IN_OBJECT = "jobs"
+# The listings GitHub pages inside an object that the product reads page by page.
+_PAGED_IN_OBJECT = ("jobs", "artifacts")
 
 DOCS = "https://docs.github.com/rest"
 SECONDARY_LIMIT_MESSAGE = (
@@ -235,6 +237,8 @@ class FakeGitHub:
             return _error(401, "Bad credentials")
         if method == "POST" and path == "/graphql":
             return self._graphql(raw)
+        if method == "GET" and path.startswith("/_blobs/"):
+            return self._blob(path)
         for route_method, pattern, handler, template in ROUTES:
             if route_method != method:
                 continue
@@ -252,6 +256,10 @@ class FakeGitHub:
                 status, payload = handler(call)
             except ApiError as error:
                 return _error(error.status, error.message, error.errors)
+            if isinstance(payload, Redirect):
+                with self._lock:
+                    self.served.append(ServedResponse(method, template, status, None))
+                return _Response(status, b"", {"Location": payload.location})
             response = self._paginate(status, payload, split.path, parse_qs(split.query))
             with self._lock:
                 self.served.append(
@@ -259,6 +267,26 @@ class FakeGitHub:
                 )
             return response
         return _error(404, "Not Found")
+
+    def _blob(self, path: str) -> _Response:
+        """An artifact's zip at the storage URL an artifact download redirects to (not an API
+        operation: GitHub's storage serves it)."""
+        found = re.fullmatch(r"/_blobs/(?P<repo>[^/]+/[^/]+)/artifacts/(?P<id>[0-9]+)\.zip", path)
+        repo = self.state.repos.get(found["repo"]) if found else None
+        root = self.state.artifacts_root
+        if found is None or repo is None or root is None:
+            return _error(404, "Not Found")
+        with self._lock:
+            known = repo.artifacts.get(int(found["id"]))
+        if known is None:
+            return _error(404, "Not Found")
+        folder = root / str(known[0]) / known[1]
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w") as archive:
+            for file in sorted(folder.iterdir()):
+                if file.is_file():
+                    archive.write(file, file.name)
+        return _Response(200, data.getvalue(), {"Content-Type": "application/zip"})
 
     def _graphql(self, raw: bytes) -> _Response:
         from tests.fake_github.graphql_api import GraphQLApi
@@ -283,9 +311,10 @@ class FakeGitHub:
         self, status: int, payload: Any, path: str, query: dict[str, list[str]]
     ) -> _Response:
         # GitHub pages some listings inside an object: `{"total_count": n, "jobs": [...]}`.
-        if isinstance(payload, dict) and isinstance(payload.get(_PAGED_IN_OBJECT), list):
-            paged = self._paginate(status, payload[_PAGED_IN_OBJECT], path, query)
-            return _Response(status, {**payload, _PAGED_IN_OBJECT: paged.payload}, paged.headers)
+        for key in _PAGED_IN_OBJECT:
+            if isinstance(payload, dict) and isinstance(payload.get(key), list):
+                paged = self._paginate(status, payload[key], path, query)
+                return _Response(status, {**payload, key: paged.payload}, paged.headers)
         if not isinstance(payload, list):
             return _Response(status, payload, {})
         per_page = min(int(query.get("per_page", ["30"])[0]), 100)
@@ -368,9 +397,14 @@ def _handler_for(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             self._send(response)
 
         def _send(self, response: _Response) -> None:
-            body = b"" if response.status == 204 else json.dumps(response.payload).encode()
+            binary = isinstance(response.payload, bytes)
+            if response.status == 204:
+                body = b""
+            else:
+                body = response.payload if binary else json.dumps(response.payload).encode()
             self.send_response(response.status)
-            self.send_header("Content-Type", "application/json; charset=utf-8")
+            if "Content-Type" not in response.headers:
+                self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             for key, value in {**fake.rate_headers(), **response.headers}.items():
                 self.send_header(key, value)

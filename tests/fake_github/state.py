@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 Json = dict[str, Any]
@@ -51,6 +52,9 @@ class FakeRepo:
     dispatch_inputs: dict[str, dict[str, bool]] = field(default_factory=dict)  # file -> inputs
     runs: dict[int, Json] = field(default_factory=dict)
     jobs: dict[int, Json] = field(default_factory=dict)  # job id -> job (its run in run_id)
+    # artifact id -> (run id, name): the files are a run's folder under the fake's
+    # `artifacts_root`, where the upload-artifact stand-in keeps them
+    artifacts: dict[int, tuple[int, str]] = field(default_factory=dict)
     sub_issues: dict[int, list[int]] = field(default_factory=dict)  # parent -> children
     blocked_by: dict[int, list[int]] = field(default_factory=dict)  # issue -> blockers
     check_runs_refused: bool = False  # a token without checks:write gets 403 on check runs
@@ -67,6 +71,8 @@ class FakeState:
     def __init__(self, base_url: str = "") -> None:
         self.base_url = base_url
         self.repos: dict[str, FakeRepo] = {}
+        # where workflow runs' artifacts are kept: <root>/<run id>/<artifact name>/<files>
+        self.artifacts_root: Path | None = None
         self._ids = itertools.count(1000)
 
     def next_id(self) -> int:

@@ -216,7 +216,7 @@ def _outcome_and_branch_disagree() -> BatchRunState:
 
 def _lost_three_times() -> BatchRunState:
     state = admitted("a", attempts=2, on_github=True)
-    facts = LaneFacts(None, None, FinishedWithoutOutcome("cancelled", JOB_URL))
+    facts = LaneFacts(None, None, FinishedWithoutOutcome("timed_out", JOB_URL))
     return lanes_pass(state, facts).state
 
 
@@ -278,7 +278,7 @@ ROWS = {
         _lane_commit_off_base, "a", reasons.LINEAGE_BROKEN, ("expected only the lane base",)
     ),
     "lane lost a third time": Row(
-        _lost_three_times, "a", reasons.LANE_LOST, ("cancelled", JOB_URL, "3 lost attempts")
+        _lost_three_times, "a", reasons.LANE_LOST, ("timed_out", JOB_URL, "3 lost attempts")
     ),
     "lane commit with two parents": Row(
         lambda: _landing(LaneParentsWrong((BASE, HEAD))),
@@ -533,11 +533,23 @@ def test_a_lane_that_needs_a_person_parks_with_its_own_reason() -> None:
     assert child(lanes_pass(admitted("a"), facts).state).reason == "lane_empty: x"
 
 
-@pytest.mark.parametrize("conclusion", ["failure", "cancelled", "timed_out", "skipped"])
+@pytest.mark.parametrize("conclusion", ["failure", "timed_out", "skipped"])
 def test_a_lane_lost_before_its_third_attempt_goes_back_to_pending(conclusion: str) -> None:
     facts = LaneFacts(None, None, FinishedWithoutOutcome(conclusion, JOB_URL))
     lost = child(lanes_pass(admitted("a", attempts=1, on_github=True), facts).state)
     assert (lost.state, lost.attempts, lost.lane) == (ChildState.PENDING, 2, None)
+
+
+def test_a_lane_whose_job_was_cancelled_goes_back_to_pending_uncounted_and_stops_the_batch() -> (
+    None
+):
+    facts = LaneFacts(None, None, FinishedWithoutOutcome("cancelled", JOB_URL))
+    state = lanes_pass(admitted("a", attempts=1, on_github=True), facts).state
+    again = child(state)
+    assert (again.state, again.attempts, again.lane) == (ChildState.PENDING, 1, None)
+    assert state.stop_reason is not None
+    assert state.stop_reason.startswith(f"{reasons.RUN_CANCELLED}: workflow run ")
+    assert verdict(state, ["a"]).batch_state is BatchState.CANCELLED
 
 
 def test_an_orphaned_lane_goes_back_to_pending_without_counting_an_attempt() -> None:

@@ -22,6 +22,7 @@ from imm_action.credentials import token
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
 from imm_action.integrate.store import StateStore
+from imm_action.lanes.bundles import lane_artifact_name
 from imm_action.lanes.handoff import (
     DeferredRefStore,
     check_lane_refs,
@@ -104,12 +105,6 @@ def _bundle(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, handoff: Path)
         write_outputs(args.actions, {"artifact": name, "bundle": str(args.bundle)})
     io.warn(f"imm lane {args.task_id}: bundled its outcome in {args.bundle} ({name})")
     return EXIT_OK
-
-
-def lane_artifact_name(batch_id: str, task_id: str, attempt: int) -> str:
-    """The artifact a lane job uploads its bundle as; the integrate job downloads
-    `imm-lane-<batch id>-*` (the name is only a convenience: the bundle's refs are checked)."""
-    return f"imm-lane-{batch_id}-{task_id}-{attempt}"
 
 
 def _git_dir(batch_repo: BatchRepo) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -24,8 +25,8 @@ from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore, StoredBatch
-from imm_action.lanes.bundles import describe, import_lane_bundles, summary_of
-from imm_action.lanes.github import GitHubRun
+from imm_action.lanes.bundles import BundleNote, describe, import_lane_bundles, summary_of
+from imm_action.lanes.github import GitHubRun, import_left_bundles
 from imm_action.model.refs import batch_branch, heads
 from imm_action.passes.driver import reconcile
 from imm_action.ports import Ports
@@ -91,8 +92,8 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         max_parallel=args.max_parallel,
         max_children=args.max_children,
     )
-    if args.lane_bundles is not None:
-        _import_bundles(args, args.lane_bundles, io, batch_repo)
+    if args.lane_bundles is not None or ports.github_run is not None:
+        _import_bundles(args, io, batch_repo, ports.github_run)
     # where the last report may have put a running check (ended once the branch moves on)
     branch = heads(batch_branch(args.slug))
     start_head = batch_repo.refs.read([branch])[branch]
@@ -135,22 +136,40 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
 
 
 def _import_bundles(
-    args: ReconcileArgs, directory: Path, io: CommandIO, batch_repo: BatchRepo
+    args: ReconcileArgs, io: CommandIO, batch_repo: BatchRepo, run: GitHubRun | None
 ) -> None:
-    """Lane jobs' bundles into the remote, as untrusted input (ADR 0026), before the pass."""
+    """Before the pass, as untrusted input (ADR 0026): this run's lane bundles (downloaded by
+    the integrate job), and on GitHub those an earlier run's lane jobs uploaded that no
+    integrate job imported — the run was cancelled, or its integrate job failed (issue 31)."""
     remote = batch_repo.refs
     if not isinstance(remote, RemoteRefStore):
+        if args.lane_bundles is None:
+            return  # a pass on GitHub without --remote: nothing of the lanes' is here
         raise UsageError("--lane-bundles needs --remote (the lanes' refs go to the remote)")
     remote.refresh()
+    stored = _stored_for(args, remote)
+    if stored is None:
+        if args.lane_bundles is not None:
+            io.warn(f"imm: no batch to import the lane bundles in {args.lane_bundles} for")
+        return
+    if args.lane_bundles is not None:
+        _said(args, io, import_lane_bundles(remote, args.lane_bundles, stored.state))
+    if run is not None and not stored.state.batch_state.is_terminal:
+        with tempfile.TemporaryDirectory(prefix="imm-left-bundles-") as folder:
+            left = import_left_bundles(run.client, remote, stored.state, run.run_id, Path(folder))
+            _said(args, io, left)
+
+
+def _stored_for(args: ReconcileArgs, remote: RemoteRefStore) -> StoredBatch | None:
     store = StateStore(remote)
     stored = store.load(args.batch_id) if args.batch_id else None
     if stored is None and args.batch_id is None:
         batches = store.batches_of(args.slug)
         stored = batches[-1] if batches else None
-    if stored is None:
-        io.warn(f"imm: no batch to import the lane bundles in {directory} for")
-        return
-    notes = import_lane_bundles(remote, directory, stored.state)
+    return stored
+
+
+def _said(args: ReconcileArgs, io: CommandIO, notes: list[BundleNote]) -> None:
     for note in notes:
         io.warn(f"imm: {describe(note)}")
     if args.actions is not None and notes:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import requests
 from github import Auth, Github, GithubException, GithubRetry
+from github.Artifact import Artifact
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
 from github.PaginatedList import PaginatedList
@@ -97,6 +98,15 @@ class DispatchedRun:
 
     run_id: int
     html_url: str
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """One artifact of a workflow run."""
+
+    id: int
+    name: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -426,6 +436,48 @@ class GitHubClient:
                 return False
             raise
         return True
+
+    def run_artifacts(self, run_id: int, prefix: str) -> list[ArtifactInfo]:
+        """The unexpired artifacts of workflow run `run_id` whose names start with `prefix`
+        (one request per page of 100); none when the run no longer exists."""
+
+        def read() -> list[ArtifactInfo]:
+            url = f"{self._repo().url}/actions/runs/{run_id}/artifacts"
+            pages = PaginatedList(
+                Artifact, self._github.requester, url, {"per_page": 100}, list_item="artifacts"
+            )
+            try:
+                return [
+                    ArtifactInfo(artifact.id, artifact.name, artifact.size_in_bytes)
+                    for artifact in pages
+                    if artifact.name.startswith(prefix) and not artifact.expired
+                ]
+            except GithubException as error:
+                if error.status == 404:
+                    return []
+                raise
+
+        return self.call(f"list the artifacts of run {run_id}", read)
+
+    def download_artifact(self, artifact_id: int, limit: int) -> bytes | None:
+        """An artifact's zip (GitHub redirects to its storage), or None when it is gone or
+        larger than `limit` bytes."""
+
+        def fetch() -> bytes | None:
+            url = f"{self._repo().url}/actions/artifacts/{artifact_id}/zip"
+            status, _, chunks = self._github.requester.getStream(url, chunk_size=1 << 16)
+            if status in (404, 410):
+                return None
+            if status >= 400:
+                raise GithubException(status, {"message": f"artifact {artifact_id}"}, None)
+            data = bytearray()
+            for chunk in chunks:
+                data += chunk
+                if len(data) > limit:
+                    return None
+            return bytes(data)
+
+        return self.call(f"download artifact {artifact_id}", fetch)
 
     def run_jobs(self, run_id: int) -> list[WorkflowJobInfo] | None:
         """The jobs of a workflow run's latest attempt — one request per page of 100, and no

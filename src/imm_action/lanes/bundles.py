@@ -30,6 +30,16 @@ _SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 _MAX_HEADER = 64 * 1024
 
 
+def lane_artifact_name(batch_id: str, task_id: str, attempt: int) -> str:
+    """The artifact a lane job uploads its bundle as; the integrate job downloads
+    `imm-lane-<batch id>-*` (the name is only a convenience: the bundle's refs are checked)."""
+    return f"{lane_artifact_prefix(batch_id)}{task_id}-{attempt}"
+
+
+def lane_artifact_prefix(batch_id: str) -> str:
+    return f"imm-lane-{batch_id}-"
+
+
 @dataclass(frozen=True)
 class BundleNote:
     """What became of one bundle file: imported (its outcome pushed) or ignored, and why."""

@@ -9,12 +9,24 @@ gone with its run."""
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
 
+from imm_action.git.refs import RemoteRefStore
 from imm_action.github.client import GitHubClient, WorkflowJobInfo
+from imm_action.lanes.bundles import (
+    BUNDLE_SUFFIX,
+    BundleNote,
+    import_lane_bundles,
+    lane_artifact_name,
+    lane_artifact_prefix,
+)
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -24,7 +36,8 @@ from imm_action.lanes.runners import (
     RunnerReport,
     Running,
 )
-from imm_action.model.state import GithubRunner, Runner
+from imm_action.model.refs import lane_outcome_ref
+from imm_action.model.state import BatchChild, BatchRunState, ChildState, GithubRunner, Runner
 
 # Job states before a runner picked the job up (GitHub's `job.status` enum).
 _NOT_STARTED = frozenset({"queued", "waiting", "requested", "pending"})
@@ -126,3 +139,67 @@ def _job_of(
         return next((job for job in jobs if job.id == runner.job_id), None)
     carrying = [job for job in jobs if job_carries(job.name, task_id)]
     return max(carrying, key=lambda job: job.id, default=None)
+
+
+# A lane's bundle is its outcome and one commit: far below this; an artifact above it is not read.
+MAX_BUNDLE_ARTIFACT_BYTES = 256 * 1024 * 1024
+
+
+def import_left_bundles(
+    client: GitHubClient,
+    refs: RemoteRefStore,
+    state: BatchRunState,
+    current_run: int,
+    folder: Path,
+) -> list[BundleNote]:
+    """Bundles that lane jobs of an earlier run uploaded but no integrate job imported (the run
+    was cancelled before its integrate job ran, or that job failed): read from that run's
+    artifacts, then imported like any lane bundle (checked, never trusted). Work done is not
+    done again: the lane is integrated instead of admitted anew."""
+    waiting: list[tuple[BatchChild, int]] = [
+        (child, child.lane.runner.run_id)
+        for child in state.children
+        if child.state is ChildState.LANE_ADMITTED
+        and child.lane is not None
+        and isinstance(child.lane.runner, GithubRunner)
+        and child.lane.runner.run_id != current_run
+    ]
+    if not waiting:
+        return []
+    outcomes = {c.task_id: lane_outcome_ref(state.batch_id, c.task_id) for c, _ in waiting}
+    published = refs.read(sorted(outcomes.values()))
+    by_run: dict[int, dict[str, BatchChild]] = {}
+    for child, run_id in waiting:
+        if published[outcomes[child.task_id]] is None:
+            name = lane_artifact_name(state.batch_id, child.task_id, child.attempts)
+            by_run.setdefault(run_id, {})[name] = child
+    found = False
+    for run_id, wanted in sorted(by_run.items()):
+        for artifact in client.run_artifacts(run_id, lane_artifact_prefix(state.batch_id)):
+            if artifact.name not in wanted or artifact.size > MAX_BUNDLE_ARTIFACT_BYTES:
+                continue
+            data = client.download_artifact(artifact.id, MAX_BUNDLE_ARTIFACT_BYTES)
+            if data is not None and _unzip_bundles(data, folder / artifact.name):
+                found = True
+    return import_lane_bundles(refs, folder, state) if found else []
+
+
+def _unzip_bundles(data: bytes, target: Path) -> bool:
+    """The `*.bundle` files of an artifact's zip, by their base names only, into `target`."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        return False
+    wrote = False
+    with archive:
+        for member in archive.infolist():
+            name = PurePosixPath(member.filename).name
+            if member.is_dir() or not name.endswith(BUNDLE_SUFFIX) or name.startswith("."):
+                continue
+            if member.file_size > MAX_BUNDLE_ARTIFACT_BYTES:
+                continue
+            target.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as source, (target / name).open("wb") as copy:
+                shutil.copyfileobj(source, copy)
+            wrote = True
+    return wrote
