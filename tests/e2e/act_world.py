@@ -180,6 +180,11 @@ class ActWorld:
     # succeeded: GitHub ends every lane job still running or queued as `cancelled`, and then
     # runs the jobs that ask for it (`if: always()`: the integrate job).
     cancel_after_lanes: int | None = None
+    # Kill the run outright once this many lane jobs succeeded (a force-cancel, or the run's
+    # machines lost): no integrate job runs; its jobs end `cancelled`, as GitHub records them.
+    kill_run_after_lanes: int | None = None
+    _act: subprocess.Popen[str] | None = None
+    _killed_run: int | None = None
     _cancelled_run: int | None = None
     _lanes_succeeded: int = 0
 
@@ -283,6 +288,7 @@ class ActWorld:
 
     def _arrange_github(self) -> None:
         self.github.add_repo(REPO, {"acme": "admin", "writer": "write", "reader": "read"})
+        self.github.state.artifacts_root = self.artifacts  # what the upload stand-in keeps
         for path in sorted((self.work / ".github" / "workflows").glob("imm-*.yml")):
             document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
             dispatch = document["on"].get("workflow_dispatch") or {}
@@ -356,9 +362,11 @@ class ActWorld:
             subprocess.Popen(
                 argv, cwd=self.work, env=self._environment(), stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
+                start_new_session=True,  # its steps die with it when the world kills the run
             ) as process,
             (self.root / f"act-{run_id}.log").open("w", encoding="utf-8") as log,
         ):  # fmt: skip
+            self._act, self._killed_run = process, None
             timer = threading.Timer(ACT_TIMEOUT_S, process.kill)
             timer.start()
             watching = threading.Event()
@@ -446,6 +454,8 @@ class ActWorld:
             _STEP_FAILED.match(line),
             _JOB_END.match(line),
         )
+        if self._killed_run == run_id:
+            return  # what act wrote before it died, read after: GitHub ended those jobs
         output = _OUTPUT.match(line.strip())
         if output:
             self._plan_outputs[output["name"]] = output["value"].strip()
@@ -469,6 +479,27 @@ class ActWorld:
                 self._lanes_succeeded += 1
                 if self._lanes_succeeded == self.cancel_after_lanes:
                     self._cancelled_run = run_id
+                if self._lanes_succeeded == self.kill_run_after_lanes:
+                    self._kill_run(run_id)
+
+    def _kill_run(self, run_id: int) -> None:
+        """The run dies with its lanes at work: act and every lane's `imm lane` are killed; the
+        jobs that had not ended, and those that never started, end `cancelled`."""
+        self._killed_run = run_id
+        for task in list(self._lane_jobs):
+            self._kill_lane_work(task)
+        if self._act is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self._act.pid, signal.SIGKILL)
+        ended = {
+            job["name"]
+            for job in self.github.repo(REPO).jobs.values()
+            if job["run_id"] == run_id and job["status"] == "completed"
+        }
+        for child in self.state()["children"]:
+            name = f"imm lane {child['task_id']}"
+            if child["state"] == "lane_admitted" and name not in ended:
+                self._record_job(run_id, name, "completed", "cancelled")
 
     def _record_job(self, run_id: int, name: str, status: str, conclusion: str | None) -> None:
         """Tell the fake what GitHub's jobs endpoint would now say about job `name`."""
@@ -487,7 +518,7 @@ class ActWorld:
             stored = self.github.repo(REPO).runs[run.run_id]
             stored["status"] = "completed"
             stored["conclusion"] = "success" if run.exit_code == 0 else "failure"
-            if self._cancelled_run == run.run_id:
+            if run.run_id in (self._cancelled_run, self._killed_run):
                 stored["conclusion"] = "cancelled"
 
     def dispatch(self, inputs: Mapping[str, str]) -> None:

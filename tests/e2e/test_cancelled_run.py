@@ -54,3 +54,31 @@ def test_a_cancelled_run_stops_the_batch_and_the_next_dispatch_runs_only_what_di
     assert final["batch_state"] == "completed"
     lanes_run = world.remote("log", "--format=%s", "refs/heads/imm/shop").count("imm(")
     assert lanes_run == len(TASKS)  # every task landed once
+
+
+def test_bundles_a_dead_run_never_imported_are_taken_from_its_artifacts_not_run_again(
+    world: ActWorld,
+) -> None:
+    """The run dies before its integrate job (force-cancelled): the next dispatch imports the
+    finished lanes' bundles from that run's artifacts and runs only the others."""
+    for task in TASKS:
+        if task not in FINISHED:
+            world.behaviour[task] = "hang"
+    world.create(TASKS, "shop")
+    world.kill_run_after_lanes = len(FINISHED)
+    world.dispatch({"initiative": "shop", "max_parallel": "12"})
+    died = world.run_dispatch()
+    assert "integrate" not in died.jobs
+    assert len(world.github.repo(REPO).dispatches) == 1
+
+    world.kill_run_after_lanes = None
+    world.behaviour.clear()
+    world.dispatch({"initiative": "shop"})
+    runs = world.run_dispatches()
+    for task in FINISHED:
+        assert f"({task}): imported: its outcome of attempt 0 (settled) is pushed" in runs[0].log
+    ran = sorted(task for run in runs for task in _lanes(run.jobs))
+    assert ran == sorted(set(TASKS) - set(FINISHED))
+    final = world.state()
+    assert final["batch_state"] == "completed"
+    assert all(c["attempts"] == 0 for c in final["children"])

@@ -130,6 +130,29 @@ def test_a_batch_stopped_by_a_cancelled_run_goes_on_with_only_the_cancelled_lane
     assert str(child(repo, "b").state) == "integrated"
 
 
+def test_a_person_going_on_in_the_pass_that_first_sees_the_cancel_starts_the_lane_again(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    """No integrate job ran after the cancel (the run was force-cancelled): the plan job of a
+    person's dispatch is the first pass to see it, and going on is what was asked."""
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    run_id = fake.add_run(REPO)
+    github_pass(repo, lanes_of(fake, run_id), admit=True)
+    jobs = {task: fake.add_job(REPO, run_id, f"imm lane {task}") for task in ("a", "b")}
+    fake.move_job(REPO, jobs["a"], "completed", "cancelled")
+    fake.move_job(REPO, jobs["b"], "completed", "cancelled")
+    next_run = fake.add_run(REPO)
+    batch_repo = open_local(repo)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True, stopped=Stopped.CONTINUE)
+    lanes = lanes_of(fake, next_run)
+    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
+    result = reconcile(request, ports)
+    assert sorted(result.admitted) == ["a", "b"]
+    state = current(repo).state
+    assert (state.batch_state, state.stop_reason) == ("running", None)
+    assert [c.attempts for c in state.children] == [0, 0]
+
+
 def test_the_third_lost_job_parks_the_lane_naming_the_conclusion_and_the_job(
     fake: FakeGitHub, tmp_path: Path
 ) -> None:

@@ -149,6 +149,11 @@ def lane_cancelled(state: BatchRunState, task_id: str, why: str) -> BatchRunStat
     return back.model_copy(update={"stop_reason": state.stop_reason or why})
 
 
+def resume_after_cancel(state: BatchRunState) -> BatchRunState:
+    """A person asked the batch stopped by a cancelled run to go on."""
+    return state.model_copy(update={"stop_reason": None})
+
+
 def lane_orphaned(state: BatchRunState, task_id: str) -> BatchRunState:
     """The coordinator that ran the lane died: not the task's attempt, just start it again."""
     child = child_of(state, task_id)

@@ -9,7 +9,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from imm_action.errors import ImmError, UsageError
 from imm_action.git.errors import GitConflict
@@ -211,6 +211,10 @@ class _Pass:
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
         if isinstance(decision, Reread):
             return decision
+        if self.request.stopped is Stopped.CONTINUE and _run_cancelled(decision.state):
+            # a person asked the batch to go on (`/imm run`, a dispatch) in the very pass that
+            # first saw its run cancelled: the cancelled lanes are pending again, no stop
+            decision = replace(decision, state=t.resume_after_cancel(decision.state))
         for note in decision.notes:
             self.ports.log(note)
         if decision.settled or head is None:
@@ -244,8 +248,7 @@ class _Pass:
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
-        cancelled = bool(state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED))
-        if self.request.admit and not cancelled:
+        if self.request.admit and not _run_cancelled(state):
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
@@ -479,3 +482,7 @@ def _pending_children(plan: BatchPlan) -> list[BatchChild]:
         for child in plan.children
         if child.task_id in enrollable
     ]
+
+
+def _run_cancelled(state: BatchRunState) -> bool:
+    return bool(state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED))

@@ -122,8 +122,10 @@ class Admission:
         poll: float = 0.02,
         ramp: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
+        waiting: Callable[[], int] = lambda: 1 << 30,
     ) -> None:
         self._workers = workers
+        self._waiting = waiting
         self._idle = idle
         self._poll = poll
         self._ramp = ramp
@@ -148,7 +150,10 @@ class Admission:
         if now - self._changed < self._ramp:
             return
         idle = self._idle()
-        if idle >= 0.5 and self.allowed < self._workers.ceiling and self.running >= self.allowed:
+        # more workers only while more checks wait than run: a worker's first check costs a
+        # checkout of its tree, which a short queue does not pay back (a big repository)
+        more = self.running >= self.allowed and self._waiting() > self.running
+        if idle >= 0.5 and self.allowed < self._workers.ceiling and more:
             # one more per idle core: checks that wait leave every core idle
             self.allowed = min(self._workers.ceiling, self.allowed + max(1, round(idle)))
             self._changed = now
@@ -214,7 +219,7 @@ def run_queue(
         with lock:
             return queue.popleft() if queue else None
 
-    admission = Admission(workers, IdleCores())
+    admission = Admission(workers, IdleCores(), waiting=lambda: len(queue))
 
     def work() -> None:
         held: list[_Held] = []  # this worker's checkout, while its checks are of one tree
