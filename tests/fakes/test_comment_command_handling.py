@@ -6,17 +6,21 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from imm_action.batches.operations import RepoBatchOperations
+from imm_action.batches.repo import pass_ports, pass_request
 from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.source import Initiatives
 from imm_action.commands import command
 from imm_action.console import CommandIO
 from imm_action.github.client import GitHubClient, RetryBudget, build_github
-from tests.batch_helpers import current, make_project, publish, run_pass
+from imm_action.lanes.github import GitHubRun
+from imm_action.passes.driver import reconcile
+from tests.batch_helpers import current, make_project, open_local, publish, run_pass
 from tests.conftest import assert_golden
 from tests.fake_github import FakeGitHub
 from tests.webhook_examples import example
@@ -174,3 +178,21 @@ def test_a_refused_retry_starts_no_run(fake: FakeGitHub, tmp_path: Path) -> None
     assert _handle(fake, _event(tmp_path, fake, "/imm retry b", "writer"), project) == 0
     assert "`retry b` was refused" in _replies(fake)[0]
     assert fake.repo(REPO).dispatches == []
+
+
+def test_cancel_cancels_the_runs_carrying_the_lanes_and_says_so(
+    fake: FakeGitHub, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "project", {"a": [], "b": []})
+    run_id = fake.add_run(REPO)
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    lanes = GitHubRun(client, run_id, 1).lanes(timedelta(minutes=30))
+    batch_repo = open_local(project)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=True)
+    reconcile(request, pass_ports(batch_repo, lambda line: None, path_env="/usr/bin:/bin",
+                                  lanes=lanes))  # fmt: skip
+    assert _handle(fake, _event(tmp_path, fake, "/imm cancel", "writer"), project) == 0
+    run = fake.repo(REPO).runs[run_id]
+    assert (run["status"], run["conclusion"]) == ("completed", "cancelled")
+    assert f"Cancelled run {run_id}, which carried its lanes." in _replies(fake)[0]
+    assert current(project).state.batch_state == "cancelled"
