@@ -40,10 +40,13 @@ def lanes_of(fake: FakeGitHub, run_id: int, *, late_by: timedelta = timedelta())
     )  # fmt: skip
 
 
-def github_pass(repo: Path, lanes: GitHubLanes, *, admit: bool) -> PassResult:
-    """`imm reconcile` in a job of the batch workflow: `--admit` in the plan job."""
+def github_pass(
+    repo: Path, lanes: GitHubLanes, *, admit: bool, stopped: Stopped = Stopped.RESUME
+) -> PassResult:
+    """`imm reconcile` in a job of the batch workflow: `--admit` in the plan job (and
+    `--continue-stopped` in that of a person's dispatch)."""
     batch_repo = open_local(repo)
-    request = pass_request(batch_repo, "init", batch_id=None, admit=admit)
+    request = pass_request(batch_repo, "init", batch_id=None, admit=admit, stopped=stopped)
     ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
     return reconcile(request, ports)
 
@@ -121,11 +124,7 @@ def test_a_batch_stopped_by_a_cancelled_run_goes_on_with_only_the_cancelled_lane
 ) -> None:
     repo, _ = _cancelled_mid_round(fake, tmp_path)
     next_run = fake.add_run(REPO)
-    batch_repo = open_local(repo)
-    request = pass_request(batch_repo, "init", batch_id=None, admit=True, stopped=Stopped.CONTINUE)
-    lanes = lanes_of(fake, next_run)
-    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
-    result = reconcile(request, ports)
+    result = github_pass(repo, lanes_of(fake, next_run), admit=True, stopped=Stopped.CONTINUE)
     assert result.admitted == ("a",)
     assert str(child(repo, "b").state) == "integrated"
 
@@ -142,11 +141,7 @@ def test_a_person_going_on_in_the_pass_that_first_sees_the_cancel_starts_the_lan
     fake.move_job(REPO, jobs["a"], "completed", "cancelled")
     fake.move_job(REPO, jobs["b"], "completed", "cancelled")
     next_run = fake.add_run(REPO)
-    batch_repo = open_local(repo)
-    request = pass_request(batch_repo, "init", batch_id=None, admit=True, stopped=Stopped.CONTINUE)
-    lanes = lanes_of(fake, next_run)
-    ports = pass_ports(batch_repo, lambda line: None, path_env=os.environ["PATH"], lanes=lanes)
-    result = reconcile(request, ports)
+    result = github_pass(repo, lanes_of(fake, next_run), admit=True, stopped=Stopped.CONTINUE)
     assert sorted(result.admitted) == ["a", "b"]
     state = current(repo).state
     assert (state.batch_state, state.stop_reason) == ("running", None)

@@ -164,15 +164,15 @@ def test_more_checks_are_let_in_at_most_once_per_ramp_and_never_beyond_the_ceili
 
 
 def test_no_more_workers_join_than_checks_wait_for_them() -> None:
-    """A worker's first check costs it a checkout of the tree: only a queue longer than the
+    """A worker's first check costs it a checkout of the tree: only a queue as long as the
     workers running pays for another (a big repository's few checks stay on the floor)."""
-    waiting = [2]
+    waiting = [1]
     clock = _Clock()
     admission = Admission(Workers(2, 8), idle=lambda: 2.0, clock=clock, waiting=lambda: waiting[0])
     assert admission.try_enter()
     assert admission.try_enter()
     clock.now = 1.0
-    assert not admission.try_enter()  # two wait, two run
+    assert not admission.try_enter()  # one waits, two run
     waiting[0] = 6
     clock.now = 2.0
     assert admission.try_enter()

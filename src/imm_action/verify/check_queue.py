@@ -150,9 +150,9 @@ class Admission:
         if now - self._changed < self._ramp:
             return
         idle = self._idle()
-        # more workers only while more checks wait than run: a worker's first check costs a
+        # more workers only while as many checks wait as run: a worker's first check costs a
         # checkout of its tree, which a short queue does not pay back (a big repository)
-        more = self.running >= self.allowed and self._waiting() > self.running
+        more = self.running >= self.allowed and self._waiting() >= self.running
         if idle >= 0.5 and self.allowed < self._workers.ceiling and more:
             # one more per idle core: checks that wait leave every core idle
             self.allowed = min(self._workers.ceiling, self.allowed + max(1, round(idle)))
