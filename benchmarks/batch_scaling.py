@@ -171,7 +171,9 @@ def run_one(
         write_project(repo, graph, lanes, checks if own_checks else None, reads=reads)
         times = scratch / "times.txt"
         times.touch()
-        env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times)}
+        env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times),
+               # lane code may write only there, in its sandbox (ADR 0048)
+               "IMM_SANDBOX_WRITABLE": str(scratch)}  # fmt: skip
         if source:  # another checkout's imm (the baseline), ahead of the installed one
             env["PYTHONPATH"] = source
         executor = shlex.join(["sh", "-c", EXECUTOR_SCRIPT])

@@ -69,7 +69,9 @@ def add_second_initiative(root: Path, graph: dict[str, list[str]]) -> None:
 
 
 def run_batch(repo: Path, slug: str, lanes: int, seconds: float, times: Path) -> float:
-    env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times)}
+    env = {**os.environ, "BENCH_SECONDS": str(seconds), "BENCH_TIMES": str(times),
+           # lane code may write only there, in its sandbox (ADR 0048)
+           "IMM_SANDBOX_WRITABLE": str(times.parent)}  # fmt: skip
     executor = shlex.join(["sh", "-c", EXECUTOR_SCRIPT])
     started = time.perf_counter()
     subprocess.run(
