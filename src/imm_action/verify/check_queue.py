@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +271,3 @@ def _run_one(
     if failed is not None:
         return prepare_failed(check, failed)
     return run_command(held.sandbox, check.check_id, check.descriptor.command, writable)
-
-
-@contextlib.contextmanager
-def scratch(make: Callable[[], Path]) -> Iterator[Path]:
-    folder = make()
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

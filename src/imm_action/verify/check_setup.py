@@ -22,6 +22,7 @@ Without `check_setup`, checks run with the caller's PATH (the user's own toolcha
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -30,7 +31,7 @@ import shutil
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,12 +249,17 @@ def unconfined_place(path_env: str) -> CheckPlace:
     return CheckPlace(NOT_CONFINED, path_env)
 
 
-def scratch_folder(repo: GitRepo) -> Path:
-    """A fresh folder for a group of checks' home, temp and cache, named for this process (a
-    killed run's are removed by the next run: `remove_left_by_dead`)."""
-    folder = scratch_root(repo)
-    folder.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=folder))
+@contextlib.contextmanager
+def scratch_folder(repo: GitRepo) -> Iterator[Path]:
+    """A fresh folder for a group of checks' home, temp and cache, named for this process and
+    removed when done (a killed run's are removed by the next run: `remove_left_by_dead`)."""
+    root = scratch_root(repo)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=root))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def scratch_root(repo: GitRepo) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,9 +22,9 @@ from imm_action.verify.check_queue import (
     QueuedCheck,
     Workers,
     default_workers,
+    environment_of,
     longest_first,
     run_queue,
-    scratch,
 )
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
 from imm_action.verify.confine import Bind, Confinement
@@ -197,6 +196,8 @@ class Verifier:
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
     def _known(self, tree: str, check: Check) -> CheckResult | None:
+        """`check`'s result on `tree` without running it: cached, or carried over from its last
+        pass (and cached then)."""
         cached = self.cache.get(tree, check.digest)
         if cached is None:
             cached = self._carried(tree, check)
@@ -213,7 +214,7 @@ class Verifier:
             return
 
         def open_sandbox(tree: str, stack: contextlib.ExitStack) -> Sandbox:
-            folder = stack.enter_context(scratch(lambda: scratch_folder(self._repo)))
+            folder = stack.enter_context(scratch_folder(self._repo))
             checkout = stack.enter_context(checked_out(self._repo, tree))
             sandbox = _check_sandbox(checkout.root, folder, prepared, place.confinement,
                                      checkout.changed)  # fmt: skip
@@ -280,11 +281,7 @@ class Verifier:
         by_digest: dict[str, CheckResult] = {}
         pending: dict[str, Check] = {}
         for check in checks:
-            cached = self.cache.get(tree, check.digest)
-            if cached is None and check.digest not in pending:
-                cached = self._carried(tree, check)
-                if cached is not None:
-                    self.cache.put(tree, check.digest, cached)
+            cached = None if check.digest in pending else self._known(tree, check)
             if cached is not None:
                 by_digest[check.digest] = cached
             else:
@@ -312,20 +309,17 @@ class Verifier:
         prepared = place.prepared(self._repo)
         if isinstance(prepared, CheckResult):
             return [(check, _setup_failed(check, prepared)) for check in group]
-        scratch = scratch_folder(self._repo)
-        try:
-            with (
-                contextlib.nullcontext(at)
-                if at is not None
-                else checked_out(self._repo, tree) as checkout
-            ):
-                sandbox = _check_sandbox(checkout.root, scratch, prepared, place.confinement,
-                                         checkout.changed)  # fmt: skip
-                # descriptors are untrusted: one that writes the slot's index taints the slot
-                with checkout.untrusted():
-                    return _run_in(sandbox, environment, group)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        with (
+            scratch_folder(self._repo) as scratch,
+            contextlib.nullcontext(at)
+            if at is not None
+            else checked_out(self._repo, tree) as checkout,
+        ):
+            sandbox = _check_sandbox(checkout.root, scratch, prepared, place.confinement,
+                                     checkout.changed)  # fmt: skip
+            # descriptors are untrusted: one that writes the slot's index taints the slot
+            with checkout.untrusted():
+                return _run_in(sandbox, environment, group)
 
 
 def _check_sandbox(
@@ -394,8 +388,7 @@ def mask_result(mask: Masker, result: CheckResult) -> CheckResult:
 def _by_environment(checks: list[Check]) -> list[tuple[DescriptorEnvironment, list[Check]]]:
     groups: dict[str, tuple[DescriptorEnvironment, list[Check]]] = {}
     for check in checks:
-        environment = check.descriptor.environment or DescriptorEnvironment()
-        key = json.dumps(environment.model_dump(mode="json"), sort_keys=True)
+        key, environment = environment_of(check)
         groups.setdefault(key, (environment, []))[1].append(check)
     return list(groups.values())
 
