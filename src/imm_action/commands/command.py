@@ -129,7 +129,7 @@ def _moving(
     if state is None or state.batch_state is not BatchState.RUNNING:
         return ""
     if not needs_continuation(state):
-        going = sorted({r.run_id for r in _runners_in_flight(state)})
+        going = _runs_in_flight(state)
         if going:
             return f"\n\nRun {', '.join(str(r) for r in going)} is going and carries it on."
         return ""
@@ -143,21 +143,23 @@ def _stop_runs(state: BatchRunState | None, client: GitHubClient) -> str:
     job goes on working (an agent, paid) for a batch that stopped."""
     if state is None:
         return ""
-    cancelled = [r for r in sorted({r.run_id for r in _runners_in_flight(state)})
-                 if client.cancel_run(r)]  # fmt: skip
+    cancelled = [run for run in _runs_in_flight(state) if client.cancel_run(run)]
     if not cancelled:
         return ""
     return f"\n\nCancelled run {', '.join(str(r) for r in cancelled)}, which carried its lanes."
 
 
-def _runners_in_flight(state: BatchRunState) -> list[GithubRunner]:
-    return [
-        child.lane.runner
-        for child in state.children
-        if child.state.in_flight
-        and child.lane is not None
-        and isinstance(child.lane.runner, GithubRunner)
-    ]
+def _runs_in_flight(state: BatchRunState) -> list[int]:
+    """The workflow runs carrying the batch's lanes in flight."""
+    return sorted(
+        {
+            child.lane.runner.run_id
+            for child in state.children
+            if child.state.in_flight
+            and child.lane is not None
+            and isinstance(child.lane.runner, GithubRunner)
+        }
+    )
 
 
 def _run_named(started: DispatchedRun | None, workflow: str) -> str:

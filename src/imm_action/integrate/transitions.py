@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from imm_action.integrate.reasons import CANCELLED, DEPENDENCY_PARKED, HEAD_CHECK_FAILED, LANE_LOST
+from imm_action.integrate.reasons import (
+    CANCELLED,
+    DEPENDENCY_PARKED,
+    HEAD_CHECK_FAILED,
+    LANE_LOST,
+    RUN_CANCELLED,
+)
 from imm_action.model.outcome import Failure
 from imm_action.model.state import (
     AdoptedHead,
@@ -147,6 +153,11 @@ def lane_cancelled(state: BatchRunState, task_id: str, why: str) -> BatchRunStat
     _require(child, [ChildState.LANE_ADMITTED, ChildState.SETTLED], "cancel")
     back = _with_child(state, task_id, {"state": ChildState.PENDING, "lane": None})
     return back.model_copy(update={"stop_reason": state.stop_reason or why})
+
+
+def run_cancelled(state: BatchRunState) -> bool:
+    """Whether a cancelled workflow run stopped the batch (`lane_cancelled`)."""
+    return bool(state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED))
 
 
 def resume_after_cancel(state: BatchRunState) -> BatchRunState:

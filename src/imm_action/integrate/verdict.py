@@ -6,13 +6,8 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from imm_action.integrate.reasons import (
-    HEAD_CHECK_FAILED,
-    LINEAGE_BROKEN,
-    PLAN_CHANGED,
-    RUN_CANCELLED,
-)
-from imm_action.integrate.transitions import admissions_used, child_of
+from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN, PLAN_CHANGED
+from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
@@ -33,7 +28,7 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
     children = state.children
     done = sum(1 for child in children if child.state.done)
     branch = batch_branch(state.initiative_slug)
-    if state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED):
+    if run_cancelled(state):
         return Verdict(
             BatchState.CANCELLED,
             f"{state.stop_reason}; {done} of {plural(len(children), 'task')} integrated",

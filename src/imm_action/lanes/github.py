@@ -168,11 +168,11 @@ def import_left_bundles(
         return []
     outcomes = {c.task_id: lane_outcome_ref(state.batch_id, c.task_id) for c, _ in waiting}
     published = refs.read(sorted(outcomes.values()))
-    by_run: dict[int, dict[str, BatchChild]] = {}
+    by_run: dict[int, set[str]] = {}  # run -> the artifact names of its lanes left
     for child, run_id in waiting:
         if published[outcomes[child.task_id]] is None:
             name = lane_artifact_name(state.batch_id, child.task_id, child.attempts)
-            by_run.setdefault(run_id, {})[name] = child
+            by_run.setdefault(run_id, set()).add(name)
     found = False
     for run_id, wanted in sorted(by_run.items()):
         for artifact in client.run_artifacts(run_id, lane_artifact_prefix(state.batch_id)):

@@ -42,7 +42,6 @@ from imm_action.integrate.decide import (
     verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
-from imm_action.integrate.reasons import RUN_CANCELLED
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
@@ -211,7 +210,7 @@ class _Pass:
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
         if isinstance(decision, Reread):
             return decision
-        if self.request.stopped is Stopped.CONTINUE and _run_cancelled(decision.state):
+        if self.request.stopped is Stopped.CONTINUE and t.run_cancelled(decision.state):
             # a person asked the batch to go on (`/imm run`, a dispatch) in the very pass that
             # first saw its run cancelled: the cancelled lanes are pending again, no stop
             decision = replace(decision, state=t.resume_after_cancel(decision.state))
@@ -248,7 +247,7 @@ class _Pass:
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
-        if self.request.admit and not _run_cancelled(state):
+        if self.request.admit and not t.run_cancelled(state):
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
@@ -482,7 +481,3 @@ def _pending_children(plan: BatchPlan) -> list[BatchChild]:
         for child in plan.children
         if child.task_id in enrollable
     ]
-
-
-def _run_cancelled(state: BatchRunState) -> bool:
-    return bool(state.stop_reason and state.stop_reason.startswith(RUN_CANCELLED))
