@@ -6,6 +6,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from imm_action.git.repo import GitRepo, Identity
 from tests.conftest import git, make_repo
 
@@ -105,3 +109,71 @@ def test_a_forked_copy_knows_the_repository_without_asking_git_again(tmp_path: P
     assert copy.objects_directory() == objects
     assert copy.commit(head).oid == head  # read before the fork: no process
     assert copy._objects is not original._objects  # its own reader
+
+
+# A snapshot: path -> (mode, content); a gitlink's content is the commit id it names.
+_NAMES = st.sampled_from(["a", "b", "ü", "x y", "a.txt"])
+_ENTRY = st.sampled_from([("100644", "one"), ("100644", "two"), ("100755", "one"),
+                          ("120000", "one"), ("160000", "1" * 40)])  # fmt: skip
+
+
+def _files_only(snapshot: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """Without the paths that are also folders of others."""
+    return {path: entry for path, entry in snapshot.items()
+            if not any(other.startswith(path + "/") for other in snapshot)}  # fmt: skip
+
+
+_SNAPSHOTS = st.dictionaries(
+    st.lists(_NAMES, min_size=1, max_size=3).map("/".join), _ENTRY, max_size=8
+).map(_files_only)
+
+
+def _write_snapshot(repo: Path, snapshot: dict[str, tuple[str, str]], folder: str = "") -> str:
+    """The tree of `snapshot` below `folder`, written with git's own `mktree`."""
+    children: dict[str, str] = {}
+    for path in snapshot:
+        if path.startswith(folder):
+            name = path[len(folder) :].split("/", 1)[0]
+            children[name] = path
+    lines = []
+    for name, path in sorted(children.items()):
+        if path == folder + name:
+            mode, content = snapshot[path]
+            oid = (
+                content
+                if mode == "160000"
+                else _piped(repo, content, "hash-object", "-w", "--stdin")
+            )
+            kind = "commit" if mode == "160000" else "blob"
+            lines.append(f"{mode} {kind} {oid}\t{name}")
+        else:
+            lines.append(
+                f"040000 tree {_write_snapshot(repo, snapshot, folder + name + '/')}\t{name}"
+            )
+    return _piped(repo, "".join(f"{line}\n" for line in lines), "mktree", "--missing")
+
+
+def _piped(repo: Path, text: str, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, input=text, capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def diff_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("diffs") / "r", {"seed.txt": "seed\n"})
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(before=_SNAPSHOTS, after=_SNAPSHOTS)
+def test_a_tree_change_read_in_process_is_what_git_diff_tree_finds(
+    diff_repo: Path, before: dict[str, tuple[str, str]], after: dict[str, tuple[str, str]]
+) -> None:
+    old, new = _write_snapshot(diff_repo, before), _write_snapshot(diff_repo, after)
+    raw = git(diff_repo, "diff-tree", "-r", "-z", "--raw", "--no-renames", old, new)
+    tokens = raw.split("\0")
+    pairs = zip(tokens[::2], tokens[1::2], strict=False)
+    expected = {path: " ".join(token.split(" ")[1:4:2]) for token, path in pairs
+                if token.startswith(":")}  # fmt: skip
+    assert GitRepo(diff_repo).tree_change(old, new) == expected

@@ -96,6 +96,9 @@ _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _ANCESTRY_LIMIT = 100_000
 _COMMIT_LIMIT = 20_000  # parsed commits kept (a few hundred bytes each)
 _FOLDER_LIMIT = 64  # folder listings kept, by their content
+_TREE_LIMIT = 4096  # parsed trees kept for diffs (a stack's candidates share most of theirs)
+FOLDER_MODE = "040000"
+GONE_MODE = "000000"
 
 ChangeIdentity = Mapping[str, str]  # path -> "<mode> <blob>" of the new side ("000000 000…" = gone)
 
@@ -110,6 +113,11 @@ class _ObjectReader:
         self._process: subprocess.Popen[bytes] | None = None
 
     def read(self, name: str) -> tuple[str, bytes] | None:
+        found = self.read_named(name)
+        return None if found is None else found[1:]
+
+    def read_named(self, name: str) -> tuple[str, str, bytes] | None:
+        """The object `name` names: its id, kind and content; None when there is none."""
         if "\n" in name:
             return None
         with self._lock:
@@ -124,9 +132,9 @@ class _ObjectReader:
                     self.close()
                     raise GitFatal(["cat-file", "--batch"], None, "cat-file ended unexpectedly")
                 return None
-            _, kind, size = header.split()
+            oid, kind, size = header.split()
             data = process.stdout.read(int(size) + 1)[:-1]
-            return kind, data
+            return oid, kind, data
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._process is None:
@@ -164,6 +172,8 @@ class GitRepo:
         # never change, and a candidate chain walks the same commits and folders again
         self._commits: dict[str, CommitInfo] = {}
         self._folders: dict[bytes, dict[str, str]] = {}
+        # tree id -> its entries (name -> canonical mode, id), for diffs read in-process
+        self._trees: dict[str, dict[str, tuple[str, str]]] = {}
 
     def close(self) -> None:
         self._objects.close()
@@ -181,6 +191,7 @@ class GitRepo:
         copy._ancestry = self._ancestry
         copy._commits = self._commits
         copy._folders = self._folders
+        copy._trees = self._trees
         return copy
 
     def git_directory(self) -> Path:
@@ -424,52 +435,72 @@ class GitRepo:
         return self.change_identities([(start, end)])[0]
 
     def tree_change(self, start: str, end: str) -> dict[str, str]:
-        """`change_identity` of two tree-ishes (trees too, which `--stdin` does not take)."""
-        raw = self.git.output(
-            ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", start, end]
-        )
+        """`change_identity` of two tree-ishes (commits or trees), as `git diff-tree -r
+        --no-renames` finds it, read through the long-lived `cat-file` rather than a process
+        per diff: a stack of 256 candidates is diffed twice per candidate, and a diff only
+        descends into folders whose ids differ."""
         change: dict[str, str] = {}
-        tokens = raw.split("\0")
-        for token, path in zip(tokens[::2], tokens[1::2], strict=False):
-            if token.startswith(":"):
-                _, new_mode, _, new_blob, _ = token[1:].split(" ", 4)
-                change[path] = f"{new_mode} {new_blob}"
+        self._diff_trees(self._root_tree(start), self._root_tree(end), "", change)
         return change
 
     def change_identities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
-        """`change_identity` of several commit pairs in one `diff-tree --stdin` process."""
-        stdin = "".join(f"{start} {end}\n" for start, end in pairs)
-        raw = self.git.output(
-            [
-                "diff-tree",
-                "--stdin",
-                "--always",
-                "-r",
-                "-z",
-                "--raw",
-                "--no-renames",
-                "--no-ext-diff",
-            ],
-            input_text=stdin,
-        )
-        identities: list[dict[str, str]] = []
-        tokens = raw.split("\0")
-        index = 0
-        while index < len(tokens):
-            token = tokens[index]
-            if token.startswith(":"):
-                _, new_mode, _, new_blob, _ = token[1:].split(" ", 4)
-                identities[-1][tokens[index + 1]] = f"{new_mode} {new_blob}"
-                index += 2
+        """`change_identity` of several pairs of commits."""
+        return [self.tree_change(start, end) for start, end in pairs]
+
+    def _root_tree(self, name: str) -> str:
+        found = self._objects.read_named(f"{name}^{{tree}}")
+        if found is None or found[1] != "tree":
+            raise GitFatal(["cat-file", "tree", name], 128, f"no tree-ish {name}")
+        oid, _, body = found
+        self._remember_tree(oid, body)
+        return oid
+
+    def _tree(self, oid: str) -> dict[str, tuple[str, str]]:
+        known = self._trees.get(oid)
+        if known is not None:
+            return known
+        found = self._objects.read_named(oid)
+        if found is None or found[1] != "tree":
+            raise GitFatal(["cat-file", "tree", oid], 128, f"no tree {oid}")
+        return self._remember_tree(oid, found[2])
+
+    def _remember_tree(self, oid: str, body: bytes) -> dict[str, tuple[str, str]]:
+        known = self._trees.get(oid)
+        if known is None:
+            known = _tree_entries(body, len(oid) // 2)
+            if len(self._trees) >= _TREE_LIMIT:
+                self._trees.clear()
+            self._trees[oid] = known
+        return known
+
+    def _diff_trees(
+        self, old: str | None, new: str | None, prefix: str, change: dict[str, str]
+    ) -> None:
+        """Every non-folder entry that differs between two trees (either None: absent), with
+        its new mode and id (`000000` and a zero id when gone); a folder on one side and not
+        the other is its files gone or added, and the other side's entry added or gone."""
+        if old == new:
+            return
+        before = self._tree(old) if old is not None else {}
+        after = self._tree(new) if new is not None else {}
+        for name in before.keys() | after.keys():
+            was, now = before.get(name), after.get(name)
+            if was == now:
                 continue
-            if token.strip():
-                identities.append({})  # the header line that starts each pair's output
-            index += 1
-        if len(identities) != len(pairs):
-            raise GitFatal(
-                ["diff-tree", "--stdin"], 0, f"expected {len(pairs)} diffs, got {len(identities)}"
-            )
-        return identities
+            path = prefix + name
+            was_folder = was is not None and was[0] == FOLDER_MODE
+            now_folder = now is not None and now[0] == FOLDER_MODE
+            if was_folder or now_folder:
+                self._diff_trees(
+                    was[1] if was is not None and was_folder else None,
+                    now[1] if now is not None and now_folder else None,
+                    path + "/",
+                    change,
+                )
+            if now is not None and not now_folder:
+                change[path] = f"{now[0]} {now[1]}"
+            elif was is not None and not was_folder:
+                change[path] = f"{GONE_MODE} {'0' * len(was[1])}"
 
     # -- writing objects (never refs) ----------------------------------------------------
     def merge_trees(self, ours: str, theirs: str) -> MergeResult:
@@ -830,6 +861,34 @@ def _drop_stale_ref_locks(directory: Path) -> None:
     for lock in directory.rglob("*.lock"):
         with contextlib.suppress(FileNotFoundError):
             lock.unlink()
+
+
+def _tree_entries(body: bytes, id_size: int) -> dict[str, tuple[str, str]]:
+    """A raw tree object's entries: name -> (mode as git prints it, id). Modes are made
+    canonical as git does when it reads a tree (an old `100664` is a `100644`)."""
+    entries: dict[str, tuple[str, str]] = {}
+    at = 0
+    while at < len(body):
+        space = body.index(b" ", at)
+        nul = body.index(b"\0", space)
+        name = body[space + 1 : nul].decode("utf-8", "surrogateescape")
+        entries[name] = (
+            _canonical_mode(int(body[at:space], 8)),
+            body[nul + 1 : nul + 1 + id_size].hex(),
+        )
+        at = nul + 1 + id_size
+    return entries
+
+
+def _canonical_mode(mode: int) -> str:
+    kind = mode & 0o170000
+    if kind == 0o040000:
+        return FOLDER_MODE
+    if kind == 0o120000:
+        return "120000"
+    if kind == 0o160000:
+        return "160000"
+    return "100755" if mode & 0o100 else "100644"
 
 
 def _tree_files(body: bytes, id_size: int) -> dict[str, str]:
