@@ -13,6 +13,7 @@ from imm_action.scaffold.pins import PINS
 from tests.conftest import make_repo, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
+RELEASE_TAGS = ROOT / "tests" / "vendor" / "action_release_tags"
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$")
 
 
@@ -40,13 +41,27 @@ def test_every_github_action_shipped_is_pinned_by_commit_with_its_tag(path: Path
         assert comment == f"# {PINS[action].tag}", uses
 
 
-def test_the_pins_name_the_current_majors() -> None:
-    majors = {action: pin.major for action, pin in PINS.items()}
-    assert majors == {
-        "actions/checkout": 7, "actions/setup-python": 7,
-        "actions/upload-artifact": 7, "actions/download-artifact": 8, "actions/cache": 5,
-    }  # fmt: skip
-    assert all(re.fullmatch(r"[0-9a-f]{40}", pin.sha) for pin in PINS.values())
+def _newest_release(action: str) -> tuple[str, str]:
+    """The newest `vN.N.N` tag of `action` and the commit it names, from its own tags
+    (vendored, `tests/vendor/action_release_tags`)."""
+    listing = RELEASE_TAGS / f"{action.replace('/', '+')}.txt"
+    named: dict[str, str] = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        oid, _, ref = line.partition("\t")
+        named[ref.removeprefix("refs/tags/")] = oid
+    releases = [tag for tag in named if re.fullmatch(r"v\d+\.\d+\.\d+", tag)]
+    newest = max(releases, key=lambda tag: tuple(int(part) for part in tag[1:].split(".")))
+    return newest, named.get(f"{newest}^{{}}", named[newest])  # an annotated tag peels
+
+
+@pytest.mark.parametrize("action", sorted(PINS))
+def test_each_pin_is_the_newest_release_of_its_action_by_the_actions_own_tags(
+    action: str,
+) -> None:
+    tag, commit = _newest_release(action)
+    assert (PINS[action].tag, PINS[action].sha) == (tag, commit), (
+        f"{action}: pin {tag} at {commit} (tests/vendor/action_release_tags)"
+    )
 
 
 def test_init_writes_every_github_action_pinned_by_commit(
