@@ -61,7 +61,7 @@ def import_lane_bundles(
     refs: RemoteRefStore, directory: Path, state: BatchRunState
 ) -> list[BundleNote]:
     """Import every `*.bundle` under `directory` (none when it does not exist), in name order:
-    each is read and checked on its own (one per core at once: `index-pack` is most of it),
+    each is read and checked on its own (one per core at once: git's object checks are most of it),
     then everything accepted goes to the remote in one atomic push (a push per bundle took three
     quarters of the integrate job at 256 lanes)."""
     if not directory.is_dir():
