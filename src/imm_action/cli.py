@@ -32,7 +32,9 @@ from imm_action.exits import run_guarded
 Handler = Callable[[argparse.Namespace, CommandIO], int]
 # The formats `imm schema` prints: the keys of imm_action.model.SCHEMA_MODELS, spelled here so
 # that building the parser loads no model (tests/unit/test_cli_startup.py keeps them equal).
-SCHEMA_NAMES = ("config", "descriptor", "initiative", "intent", "plan", "report", "state")
+SCHEMA_NAMES = (
+    "config", "descriptor", "initiative", "intent", "plan", "report", "state", "verdict",
+)  # fmt: skip
 
 
 def _positive_int(text: str) -> int:
@@ -217,6 +219,8 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         continue_stopped=ns.continue_stopped,
         given_as=ns.slug,
         lane_bundles=Path(ns.lane_bundles) if ns.lane_bundles else None,
+        fan_out=ns.fan_out,
+        verdicts=Path(ns.verdicts) if ns.verdicts else None,
     )
     return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
 
@@ -251,6 +255,16 @@ def _lane(ns: argparse.Namespace, io: CommandIO) -> int:
         bundle=Path(ns.bundle) if ns.bundle else None,
     )  # fmt: skip
     return lane.run(args, _ports(ns, io))
+
+
+def _verify(ns: argparse.Namespace, io: CommandIO) -> int:
+    from imm_action.commands import verify
+
+    args = verify.VerifyArgs(
+        ns.batch_id, ns.shard, Path(ns.repo), ns.remote, dict(os.environ), phase=ns.phase,
+        verdict=Path(ns.verdict) if ns.verdict else None, actions=_actions_files(),
+    )  # fmt: skip
+    return verify.run(args, _ports(ns, io))
 
 
 def _init(ns: argparse.Namespace, io: CommandIO) -> int:
@@ -439,6 +453,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lane.set_defaults(handler=_lane)
 
+    verify = sub.add_parser(
+        "verify", help="run one shard of a round's checks fanned out to verify jobs",
+        parents=[o["repo"], o["remote"]],
+    )  # fmt: skip
+    verify.add_argument("--batch-id", type=_identifier, required=True, metavar="ID")
+    verify.add_argument("--shard", type=_positive_int, required=True, metavar="N")
+    verify.add_argument(
+        "--phase", choices=("all", "fetch", "run"), default="all",
+        help="run only one step (GitHub: fetch with a read token, then run with none)",
+    )  # fmt: skip
+    verify.add_argument(
+        "--verdict", default=None, metavar="FILE",
+        help="where the shard's verdict goes (outside the sandbox; the job uploads it)",
+    )  # fmt: skip
+    verify.set_defaults(handler=_verify)
+
     retry = sub.add_parser(
         "retry", help="send a parked task and its skipped dependents back to pending",
         parents=[*batch, o["text-format"]],
@@ -561,6 +591,16 @@ def _add_reconcile(sub: argparse._SubParsersAction[_Parser], parents: list[_Pars
         "--lane-bundles", default=None, metavar="DIR",
         help="first import the lane bundles (*.bundle) under DIR: each is checked like a "
         "lane's publish and pushed only when it is an admitted lane's outcome (needs --remote)",
+    )  # fmt: skip
+    rec.add_argument(
+        "--fan-out", action="store_true",
+        help="(the stack job on GitHub) run no check: record what the stack owes as shards for "
+        "this run's verify jobs when running it here would take longer than a minute",
+    )  # fmt: skip
+    rec.add_argument(
+        "--verdicts", default=None, metavar="DIR",
+        help="(the integrate job on GitHub) take the verdict files this run's verify jobs "
+        "uploaded, under DIR, for the checks their shards owed",
     )  # fmt: skip
     rec.add_argument(
         "--report", action="store_true",

@@ -111,6 +111,23 @@ def pass_outputs(
     }
 
 
+def verify_outputs(state: BatchRunState) -> dict[str, str]:
+    """The stack job's: the verify jobs' matrix (issue 32), one entry per shard, named by the
+    shard and the stack's top so the Actions UI reads `imm verify 2/8 @ 1a2b3c4d5e6f`."""
+    fanned = state.verifying
+    shards = fanned.shards if fanned is not None else []
+    include = [
+        {"shard": str(shard.index), "of": str(len(shards)), "top": fanned.top[:12],
+         "checks": str(len(shard.checks))}
+        for shard in shards
+        if fanned is not None
+    ]  # fmt: skip
+    return {
+        "verify-matrix": json.dumps({"include": include}, separators=(",", ":")),
+        "has-verify": "true" if include else "false",
+    }
+
+
 def _escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 

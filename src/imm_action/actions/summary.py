@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
-from imm_action.model.outcome import LaneOutcome
+from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, GithubRunner
-from imm_action.render import failure_details, job_summary
+from imm_action.render import code_fence, failure_details, job_summary
 
 
 def pass_summary(
@@ -48,4 +49,26 @@ def lane_summary(outcome: LaneOutcome) -> str:
             lines += ["", "It passed after an earlier attempt failed:"]
         lines.append("")
         lines.extend(failure_details(outcome.task_id, outcome.failures))
+    return "\n".join(lines) + "\n"
+
+
+def shard_summary(index: int, shards: int, results: Sequence[tuple[str, str, CheckResult]]) -> str:
+    """A verify job's shard (issue 32): each check it ran, on which tree, how it ended and how
+    long it took; a failed check's output tail below."""
+    total = sum(result.duration_ms for _, _, result in results) / 1000
+    lines = [
+        f"## imm verify {index}/{shards}: {len(results)} checks, {total:.1f} s of checks", "",
+        "| check | tree | result | seconds |", "| --- | --- | --- | --- |",
+    ]  # fmt: skip
+    for tree, _, result in results:
+        ended = "passed" if result.passed else ("timed out" if result.timed_out else "failed")
+        name = result.check_id.replace("|", "\\|")
+        lines.append(f"| `{name}` | `{tree[:12]}` | {ended} | {result.duration_ms / 1000:.1f} |")
+    for tree, _, result in results:
+        if not result.passed:
+            fence = code_fence(result.output_tail)
+            title = f"{html.escape(result.check_id)} on {tree[:12]}"
+            tail = result.output_tail or result.error or "(no output)"
+            lines += ["", f"<details><summary>{title}</summary>", "", f"{fence}text", tail,
+                      fence, "</details>"]  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from imm_action.actions.runtime import ActionsFiles, append_summary, pass_outputs, write_outputs
+from imm_action.actions.runtime import (
+    ActionsFiles,
+    append_summary,
+    pass_outputs,
+    verify_outputs,
+    write_outputs,
+)
 from imm_action.actions.summary import pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import (
@@ -24,12 +32,15 @@ from imm_action.git.refs import RemoteRefStore
 from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import needs_continuation, publish_report, target_for
 from imm_action.integrate.continuation import Stopped
+from imm_action.integrate.shards import FanOutRules
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.bundles import BundleNote, describe, import_lane_bundles, summary_of
 from imm_action.lanes.github import GitHubRun, import_left_bundles
 from imm_action.model.refs import batch_branch, heads
-from imm_action.passes.driver import reconcile
+from imm_action.passes.driver import FanOut, RoundVerdicts, reconcile
 from imm_action.ports import Ports
+from imm_action.verify.check_queue import default_workers
+from imm_action.verify.verdicts import read_verdict_files
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,10 @@ class ReconcileArgs:
     given_as: str | None = None
     # The integrate job on GitHub: lane jobs' bundles (downloaded artifacts) to import first.
     lane_bundles: Path | None = None
+    # The stack job on GitHub: fan what the stack owes out to this run's verify jobs (issue 32).
+    fan_out: bool = False
+    # The integrate job on GitHub: the verdict files this run's verify jobs uploaded.
+    verdicts: Path | None = None
 
 
 DEFAULT_TOKEN_NOTE = (
@@ -101,7 +116,11 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     request = pass_request(
         batch_repo, args.slug, batch_id=args.batch_id, admit=args.admit, stopped=stopped
     )
-    request = replace(request, parallel_asked=args.max_parallel)
+    request = replace(
+        request,
+        parallel_asked=args.max_parallel,
+        **_verify_jobs(args, batch_repo, ports.github_run),
+    )
     lanes = None
     if ports.github_run is not None:
         queue_timeout = timedelta(minutes=batch_repo.config.lane_queue_timeout_minutes)
@@ -127,12 +146,42 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
                 earlier_heads=earlier)  # fmt: skip
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
-        write_outputs(args.actions, pass_outputs(stored.state, result.admitted, timeout))
+        outputs = pass_outputs(stored.state, result.admitted, timeout)
+        if args.fan_out:
+            outputs.update(verify_outputs(stored.state))
+        write_outputs(args.actions, outputs)
         url = github.repository_url if github is not None else ""
         integration = [stack.line() for stack in result.stacks]
         append_summary(args.actions, pass_summary(stored.report, stored.state, url, integration))
     print_report(stored, args.format, io, batch_repo.root)
     return exit_code_for(stored.state.batch_state)
+
+
+def _verify_jobs(
+    args: ReconcileArgs, batch_repo: BatchRepo, github_run: GitHubRun | None
+) -> dict[str, Any]:
+    """What a pass of the shipped workflow knows of its verify jobs (decision 0054): every
+    pass on GitHub leaves a stack whose verify jobs lost a shard to the next ones; the stack
+    job fans out; the integrate job takes the verdicts."""
+    if github_run is None and not (args.fan_out or args.verdicts):
+        return {}
+    run_id = github_run.run_id if github_run is not None else _run_id_from_environment()
+    workers = batch_repo.config.verify_parallel or default_workers().floor
+    config = batch_repo.config
+    rules = FanOutRules(config.verify_runners, workers, config.verify_fan_out_seconds * 1000)
+    found: dict[str, Any] = {"verify_jobs": True}
+    if args.fan_out:
+        found["fan_out"] = FanOut(run_id, rules)
+    if args.verdicts is not None:
+        found["verdicts"] = RoundVerdicts(run_id, read_verdict_files(args.verdicts))
+    return found
+
+
+def _run_id_from_environment() -> int:
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if not run_id.isdigit() or int(run_id) < 1:
+        raise UsageError("--fan-out and --verdicts run in a GitHub Actions run (GITHUB_RUN_ID)")
+    return int(run_id)
 
 
 def _import_bundles(

@@ -193,9 +193,12 @@ class StackRecord:
     culprits: tuple[Culprit, ...] = ()
     carried: int = 0  # checks whose last pass was carried over (nothing they read changed)
     on_head: tuple[str, ...] = ()  # check ids that failed twice on the batch head itself
+    on_runners: int = 0  # results verify jobs on other runners found (decision 0054)
 
     def line(self) -> str:
         runs = f"{self.check_runs} check run{'' if self.check_runs == 1 else 's'}"
+        if self.on_runners:
+            runs += f" here, {self.on_runners} on verify runners"
         if self.carried:
             runs += f", {self.carried} carried over"
         count = len(self.lanes)

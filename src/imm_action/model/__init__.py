@@ -12,6 +12,7 @@ from imm_action.model.initiative import LocalInitiativeObservation
 from imm_action.model.intent import TaskIntent
 from imm_action.model.plan import BatchPlan
 from imm_action.model.report import BatchRunReport
+from imm_action.model.shard import ShardVerdict
 from imm_action.model.state import BatchRunState
 
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
@@ -22,6 +23,7 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "report": BatchRunReport,
     "config": RepoConfig,
     "initiative": LocalInitiativeObservation,
+    "verdict": ShardVerdict,
 }
 
 

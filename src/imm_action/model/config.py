@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
+from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 
 CONFIG_PATH = ".github/imm.yml"
 
@@ -99,6 +100,12 @@ class RepoConfig(_ConfigModel):
     # Checks the integrator runs at once, pulled from one queue longest first; None: one per
     # core, and up to four per core while cores sit idle (decision 0049).
     verify_parallel: Annotated[int, Field(ge=1, le=MAX_PARALLEL_LIMIT)] | None = None
+    # On GitHub, the verify jobs a round's checks may fan out to (decision 0054), each on a
+    # runner of its own; None: up to 8; 0: never...
+    verify_runners: Annotated[int, Field(ge=0, le=MAX_SHARDS)] | None = None
+    # ...when they would keep it busy longer than this many seconds (by each check's last
+    # recorded duration; a minute for one never timed). 0: whenever there is a check to run.
+    verify_fan_out_seconds: Annotated[int, Field(ge=0, le=86_400)] = DEFAULT_FAN_OUT_SECONDS
     close_integrated_issues: bool = False  # close a GitHub-carried task's issue once integrated
     # How lane code (executors, lane_setup, checks, check_setup) is sandboxed (SPEC §8,
     # decision 0048): `auto` in bubblewrap, through passwordless sudo where the kernel lets no

@@ -6,6 +6,7 @@ BATCHES = "refs/imm/batches/"
 LANES = "refs/imm/lanes/"
 LATEST = "refs/imm/latest/"
 QUARANTINE = "refs/imm/quarantine/"
+VERIFY = "refs/imm/verify/"
 
 
 def batch_state_ref(batch_id: str) -> str:
@@ -38,3 +39,9 @@ def quarantine_ref(batch_id: str, number: int) -> str:
     """Where a foreign commit refused on the batch branch is kept (SPEC §5.4): never lost,
     never on the branch people merge."""
     return f"{QUARANTINE}{batch_id}/{number}"
+
+
+def verify_ref(batch_id: str) -> str:
+    """The top candidate of a stack fanned out to verify jobs (decision 0054): what they fetch;
+    every tree a shard names is its tree or an ancestor's."""
+    return f"{VERIFY}{batch_id}"

@@ -11,6 +11,7 @@ from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.initiative import Carrier
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import MAX_PARALLEL_LIMIT
+from imm_action.model.shard import VerifyRound
 
 STATE_CONTRACT: Final = "imm_action/batch_run_state/v1"
 
@@ -181,6 +182,9 @@ class BatchRunState(StrictModel):
     # How many distinct checks — of every task the branch holds — passed on its head when it
     # last moved (SPEC §5.4): what `completed` reports as verified. None before anything landed.
     head_checks: Annotated[int, Field(ge=0)] | None = None
+    # The round's checks fanned out to verify jobs (issue 32, decision 0054), until the job
+    # that moves the branch has taken their verdicts. None: verified on the integrating runner.
+    verifying: VerifyRound | None = None
 
     @property
     def judged_at(self) -> str:

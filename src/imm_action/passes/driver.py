@@ -42,13 +42,21 @@ from imm_action.integrate.decide import (
     verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.shards import (
+    VERIFY_LOSS_LIMIT,
+    FanOutRules,
+    accept_verdicts,
+    add_stage,
+    plan_shards,
+    shard_line,
+)
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.lanes.runners import LaneRunners
 from imm_action.model.config import CONFIG_PATH
 from imm_action.model.plan import BatchPlan
-from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref
+from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
@@ -57,11 +65,13 @@ from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
 from imm_action.passes.observe import (
     CandidateMemo,
+    ObservedStack,
     observe_candidates,
     observe_pass,
     recorded_head,
     stack_record,
 )
+from imm_action.text import plural
 from imm_action.verify.checks import ResultCache, Verifier
 
 MAX_LOST_RACES = 25
@@ -103,6 +113,28 @@ class PassRequest:
     parallel_asked: int | None = None
     committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
     config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
+    # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
+    # the stack job's pass (it runs no check, and records what the stack owes as shards when
+    # that pays), the verdicts the integrate job downloaded, and, for every pass of such a
+    # workflow, whether a batch whose verify jobs lost a shard waits for the next ones
+    # rather than being verified by this pass.
+    fan_out: FanOut | None = None
+    verdicts: RoundVerdicts | None = None
+    verify_jobs: bool = False
+
+
+@dataclass(frozen=True)
+class FanOut:
+    run_id: int
+    rules: FanOutRules
+
+
+@dataclass(frozen=True)
+class RoundVerdicts:
+    """The verdict files this run's verify jobs uploaded, by artifact name."""
+
+    run_id: int
+    files: Mapping[str, bytes]
 
 
 @dataclass
@@ -195,6 +227,9 @@ class _Pass:
         self.rules = AdmissionRules(request.scopes, request.barrier_globs)
         self.stacks: list[StackRecord] = []  # what each round of integration verified
         self.continued = False  # this pass started a continuation: the request's decision is in it
+        self.verify = request.verify and request.fan_out is None  # may this pass run checks?
+        self.observed: ObservedStack | None = None  # the last stack the pass observed
+        self.from_verdicts = 0  # results taken from verify jobs' verdicts
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
@@ -244,14 +279,96 @@ class _Pass:
         return verdict(decision.state, [])
 
     def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
+        state = self._take_verdicts(state)
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
         if self.request.admit and not t.run_cancelled(state):
             state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
+        if self.request.fan_out is not None:
+            state = self._fanned_out(state, self.request.fan_out, unverified)
+        stale += self._verify_ref(state)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
+
+    # -- verification fanned out to verify jobs (issue 32, decision 0054) ---------------------
+    def _take_verdicts(self, state: BatchRunState) -> BatchRunState:
+        """The integrate job: the round's verdicts go into the result cache, and the pass
+        verifies what is still owed itself — unless a verify job left a shard without a
+        verdict: then nothing unverified lands, and the next round's verify jobs run it again
+        (a shard's checks are never counted passed), up to VERIFY_LOSS_LIMIT rounds."""
+        fanned = state.verifying
+        if fanned is None:
+            return state
+        if self.request.verdicts is None:
+            # a pass of another job: a round whose verify jobs lost a shard waits for the
+            # next round's (the stack job records it again)
+            if self.request.verify_jobs and fanned.losses:
+                self.verify = False
+            return state
+        given = self.request.verdicts
+        files = given.files if given.run_id == fanned.run_id else {}
+        accepted = accept_verdicts(state.batch_id, fanned, files)
+        for (tree, digest), result in accepted.results.items():
+            self.results.put(tree, digest, result)
+        self.from_verdicts = len(accepted.results)
+        for why in accepted.refused:
+            self.ports.log(f"verdict refused: {why}")
+        self.ports.log(
+            f"took {plural(len(accepted.results), 'verdict')} of "
+            f"{plural(len(fanned.shards), 'verify job')} (run {fanned.run_id})"
+        )
+        if self.request.fan_out is not None:
+            # the bisect job: what is owed still goes to this run's next stage of verify jobs
+            return state
+        if accepted.complete:
+            return state.model_copy(update={"verifying": None})
+        losses = fanned.losses + 1
+        missing = ", ".join(str(index) for index in accepted.missing)
+        if losses >= VERIFY_LOSS_LIMIT:
+            self.ports.log(
+                f"verify jobs left shard {missing} without a verdict {losses} times: "
+                "this runner verifies what they owed"
+            )
+            return state.model_copy(update={"verifying": None})
+        self.ports.log(
+            f"verify jobs left shard {missing} without a verdict: its checks are not passed; "
+            f"the stack waits for the next round's verify jobs ({losses} of "
+            f"{VERIFY_LOSS_LIMIT - 1} such rounds)"
+        )
+        self.verify = False
+        return state.model_copy(update={"verifying": fanned.model_copy(update={"losses": losses})})
+
+    def _fanned_out(
+        self, state: BatchRunState, fan_out: FanOut, unverified: Sequence[str]
+    ) -> BatchRunState:
+        """The stack job (stage 1) and the bisect job (stage 2): what the stack owes, as shards
+        for this run's verify jobs when running it here would take longer than the rules
+        allow. Nothing owed by a stack this run began to verify: its round stays for the
+        integrate job (it holds the verdicts so far); else none (the integrate job verifies)."""
+        observed = self.observed
+        earlier = state.verifying
+        this_run = earlier if earlier is not None and earlier.run_id == fan_out.run_id else None
+        if observed is None or observed.top is None or not unverified:
+            return state.model_copy(update={"verifying": None})
+        shards = plan_shards(observed.owed, fan_out.rules)
+        if this_run is not None and (not shards or this_run.stage > 1):
+            return state  # nothing more to fan out in this run
+        if not shards:
+            return state.model_copy(update={"verifying": None})
+        losses = earlier.losses if earlier is not None else 0
+        fanned = add_stage(this_run, shards, observed.top, fan_out.run_id, losses)
+        self.ports.log(shard_line(fanned))
+        return state.model_copy(update={"verifying": fanned})
+
+    def _verify_ref(self, state: BatchRunState) -> list[RefUpdate]:
+        """The round's verify ref follows `verifying`: the top candidate while verify jobs run
+        it, gone once its verdicts are taken."""
+        ref = verify_ref(state.batch_id)
+        old = self.ports.refs.read([ref])[ref]
+        new = state.verifying.top if state.verifying is not None else None
+        return [] if old == new else [RefUpdate(ref, new, old)]
 
     def _stale_lane_refs(self, state: BatchRunState, admitted: Sequence[str]) -> list[RefUpdate]:
         """A lane is admitted with no outcome and no lane branch: what an earlier attempt left
@@ -384,13 +501,14 @@ class _Pass:
             verifier = self.ports.verifier(self.results)
             observed = observe_candidates(
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
-                verify=self.request.verify, memo=self.ports.candidates,
+                verify=self.verify, memo=self.ports.candidates,
                 config_file=self.request.config_file,
             )  # fmt: skip
+            self.observed = observed
             chain = observed.chain
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)
-            record = stack_record(observed, verifier, self.request.verify)
+            record = stack_record(observed, verifier, self.verify, self.from_verdicts)
             if record is not None:
                 self.stacks.append(record)
                 self.ports.log(record.line())

@@ -24,6 +24,7 @@ from imm_action.integrate.facts import (
     LaneFacts,
     PassFacts,
 )
+from imm_action.integrate.shards import DEFAULT_CHECK_MS
 from imm_action.integrate.stack import (
     Ask,
     Culprit,
@@ -34,6 +35,7 @@ from imm_action.integrate.stack import (
     StackPassed,
     StackRecord,
     judge_stack,
+    united_checks,
 )
 from imm_action.lanes.change import changed_entries, tree_links
 from imm_action.lanes.outcome import read_outcome
@@ -50,6 +52,7 @@ from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
+from imm_action.model.shard import OwedCheck
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
@@ -215,6 +218,10 @@ class ObservedStack:
     head_checks: int = 0  # distinct checks every level is judged by: those the branch holds
     probes: int = 0  # (tree, check) results the judgement used
     carried: int = 0  # of those, passes carried over (nothing the check reads changed)
+    # (`verify` False) what judging the whole stack needs next that the cache does not know,
+    # and the stack's top candidate commit: what verify jobs on other runners may run
+    owed: tuple[OwedCheck, ...] = ()
+    top: str | None = None
 
 
 def observe_candidates(
@@ -247,6 +254,12 @@ def observe_candidates(
     levels = [head_level, *(_level(chain[index]) for index in stacked)]
     held_count = len({check.digest for check in held})
     used: dict[tuple[int, str, int], CheckResult] = {}
+    owed: tuple[OwedCheck, ...] = ()
+    top_commit = None
+    if not verify and stacked:
+        owed = tuple(owed_checks(levels, verifier.cache))
+        last = chain[stacked[-1]].build
+        top_commit = last.commit if isinstance(last, Candidate) else None
     if verify:
         top = len(levels) - 1
         judged = judge_stack(
@@ -256,12 +269,17 @@ def observe_candidates(
         top, judged = _judged_prefix(levels, verifier.cache, verifier.workers.floor, used)
     if judged is None or top < 1:
         # nothing judged: the lanes refused below the stack are all that can be decided
-        return ObservedStack(chain[: stacked[0]] if stacked else chain, head_checks=held_count)
+        return ObservedStack(
+            chain[: stacked[0]] if stacked else chain,
+            head_checks=held_count, owed=owed, top=top_commit,
+        )  # fmt: skip
     chain = chain[: stacked[top - 1] + 1]
     judged_chain = _with_judgement(chain, stacked[:top], levels[: top + 1], judged)
     on_head = judged.on_head if isinstance(judged, StackFailed) else ()
     carried = sum(1 for result in used.values() if result.carried_over)
-    return ObservedStack(judged_chain, on_head, held_count, len(used), carried)
+    return ObservedStack(
+        judged_chain, on_head, held_count, len(used), carried, owed=owed, top=top_commit
+    )
 
 
 def _counted(ask: Ask, used: dict[tuple[int, str, int], CheckResult]) -> Ask:
@@ -282,6 +300,18 @@ def held_checks(repo: GitRepo, state: BatchRunState, intents: IntentMemo) -> tup
     continuation, the earlier batches'), read from the plan's intents."""
     found = _owned_checks(repo, state.judged_at, held_tasks(state), intents)
     return found.checks if isinstance(found, ChecksFound) else ()
+
+
+def checks_by_digest(repo: GitRepo, state: BatchRunState) -> dict[str, Check]:
+    """Every acceptance check of the batch's tasks, by descriptor digest, read from the plan's
+    intents (a verify job's descriptors: never a candidate's tree)."""
+    intents: IntentMemo = {}
+    found: dict[str, Check] = {}
+    for child in state.children:
+        checks = _owned_checks(repo, state.judged_at, [child.task_id], intents)
+        if isinstance(checks, ChecksFound):
+            found.update((check.digest, check) for check in checks.checks)
+    return found
 
 
 def held_tasks(state: BatchRunState) -> list[str]:
@@ -386,6 +416,37 @@ def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
     return ask
 
 
+def owed_checks(levels: Sequence[StackLevel], cache: ResultCache) -> list[OwedCheck]:
+    """What judging the whole stack needs next that `cache` does not know: the top's united
+    checks, or a bisection's probes — at every level of each open range at once, so one
+    fan-out finds each first failing level. [] when the stack is judged from the cache, or
+    when only runs on the head itself are owed (those stay on the integrating runner: they
+    ask whether the environment changed under it)."""
+    owed: dict[tuple[str, str], OwedCheck] = {}
+
+    def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult] | None:
+        found: dict[tuple[int, str], CheckResult] = {}
+        for probe in probes:
+            tree, digest = levels[probe.level].tree, probe.check.digest
+            result = (
+                cache.get_again(tree, digest, probe.again) if probe.again
+                else cache.get(tree, digest)
+            )  # fmt: skip
+            if result is not None:
+                found[(probe.level, digest)] = result
+            elif not probe.again:
+                expected = cache.duration_ms(digest)
+                owed[(tree, digest)] = OwedCheck(
+                    tree=tree, check_id=probe.check.check_id, descriptor_digest=digest,
+                    expected_ms=DEFAULT_CHECK_MS if expected is None else expected,
+                )  # fmt: skip
+        return found if len(found) == len(probes) else None
+
+    every_level = len(levels) * max(1, len(united_checks(levels)))
+    judge_stack(levels, ask, every_level)
+    return list(owed.values())
+
+
 def _judged_prefix(
     levels: Sequence[StackLevel],
     cache: ResultCache,
@@ -428,13 +489,18 @@ def _with_judgement(
     return judged_chain
 
 
-def stack_record(observed: ObservedStack, verifier: Verifier, ran_here: bool) -> StackRecord | None:
+def stack_record(
+    observed: ObservedStack, verifier: Verifier, ran_here: bool, on_runners: int = 0
+) -> StackRecord | None:
     """What a judged chain says of its stack, for the log and the job summary; None when no
     lane of it was judged (nothing ran, nothing was found). `ran_here`: the pass ran the
     checks itself (the verifier counted them); else `imm run`'s background worker ran them,
     and every result the judgement used that was not carried over is one of its runs."""
     if ran_here:
-        check_runs, carried = verifier.runs, max(0, observed.probes - verifier.runs)
+        # the rest of what the judgement used: verify jobs' verdicts, then passes carried over
+        on_runners = min(on_runners, max(0, observed.probes - verifier.runs))
+        check_runs = verifier.runs
+        carried = max(0, observed.probes - verifier.runs - on_runners)
     else:
         check_runs, carried = observed.probes - observed.carried, observed.carried
     chain = observed.chain
@@ -452,7 +518,7 @@ def stack_record(observed: ObservedStack, verifier: Verifier, ran_here: bool) ->
         if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
     )
     lanes = tuple(entry.task_id for entry in chain if _verifiable(entry))
-    return StackRecord(lanes, check_runs, culprits, carried, on_head)
+    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners if ran_here else 0)
 
 
 def _culprit(
