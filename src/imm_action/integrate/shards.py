@@ -67,14 +67,16 @@ def plan_shards(owed: Sequence[OwedCheck], rules: FanOutRules) -> list[VerifySha
     if busy_ms([check.expected_ms for check in owed], rules.workers) <= rules.after_ms:
         return []
     count = min(rules.most_runners, len(owed))
-    loads: list[tuple[int, int]] = [(0, index) for index in range(count)]
+    # (load, checks, shard): among shards that end alike, the one with fewer checks first, so
+    # none stays empty while checks of no known cost remain
+    loads: list[tuple[int, int, int]] = [(0, 0, index) for index in range(count)]
     assigned: list[list[OwedCheck]] = [[] for _ in range(count)]
     # longest first, each to the shard that ends first; ties by tree keep a tree's checks
     # together, so a shard checks out fewer trees
     for check in sorted(owed, key=lambda c: (-c.expected_ms, c.tree, c.check_id)):
-        load, index = heapq.heappop(loads)
+        load, checks, index = heapq.heappop(loads)
         assigned[index].append(check)
-        heapq.heappush(loads, (load + check.expected_ms, index))
+        heapq.heappush(loads, (load + check.expected_ms, checks + 1, index))
     return [VerifyShard(index=index + 1, checks=checks) for index, checks in enumerate(assigned)]
 
 
