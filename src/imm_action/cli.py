@@ -262,7 +262,7 @@ def _verify(ns: argparse.Namespace, io: CommandIO) -> int:
 
     args = verify.VerifyArgs(
         ns.batch_id, ns.shard, Path(ns.repo), ns.remote, dict(os.environ), phase=ns.phase,
-        verdict=Path(ns.verdict) if ns.verdict else None, actions=_actions_files(),
+        verdicts=Path(ns.verdicts) if ns.verdicts else None, actions=_actions_files(),
     )  # fmt: skip
     return verify.run(args, _ports(ns, io))
 
@@ -464,8 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only one step (GitHub: fetch with a read token, then run with none)",
     )  # fmt: skip
     verify.add_argument(
-        "--verdict", default=None, metavar="FILE",
-        help="where the shard's verdict goes (outside the sandbox; the job uploads it)",
+        "--verdicts", default=None, metavar="DIR",
+        help="the folder the shard's verdict file goes in, named after its artifact (outside "
+        "the sandbox; the job uploads it)",
     )  # fmt: skip
     verify.set_defaults(handler=_verify)
 

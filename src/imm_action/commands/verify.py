@@ -40,7 +40,7 @@ class VerifyArgs:
     remote: str | None
     environment: Mapping[str, str]
     phase: str = "all"  # "fetch", "run", or both in one process
-    verdict: Path | None = None  # where the verdict file goes (--phase run, all)
+    verdicts: Path | None = None  # the folder the verdict file goes in (--phase run, all)
     actions: ActionsFiles | None = None
 
 
@@ -58,12 +58,12 @@ def run(args: VerifyArgs, ports: Ports) -> int:
         )
         if args.phase == "fetch":
             return EXIT_OK
-    if args.verdict is None:
-        raise UsageError("imm verify --phase run needs --verdict FILE")
-    return _run_shard(args, io, batch_repo, args.verdict)
+    if args.verdicts is None:
+        raise UsageError("imm verify --phase run needs --verdicts DIR")
+    return _run_shard(args, io, batch_repo, args.verdicts)
 
 
-def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, verdict: Path) -> int:
+def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, folder: Path) -> int:
     state, fanned, shard = _shard_of(args, batch_repo.refs)
     repo = batch_repo.repo
     # the plan's config (its sandbox, check_setup, verify_parallel), never a candidate's
@@ -98,8 +98,9 @@ def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, verdict: 
         for job, job_results in zip(jobs, found, strict=True)
         for check, result in zip(job.checks, job_results, strict=True)
     ]
-    write_verdict(verdict, batch_id=state.batch_id, run_id=fanned.run_id, shard=shard,
-                  results=results)  # fmt: skip
+    verdict = write_verdict(
+        folder, batch_id=state.batch_id, run_id=fanned.run_id, shard=shard, results=results
+    )
     name = verdict_artifact(state.batch_id, fanned.run_id, shard.index)
     failed = sum(1 for _, _, result in results if not result.passed)
     io.warn(

@@ -8,21 +8,28 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from imm_action.model.outcome import CheckResult
-from imm_action.model.shard import VERDICT_CONTRACT, CheckVerdict, ShardVerdict, VerifyShard
+from imm_action.model.shard import (
+    VERDICT_CONTRACT,
+    CheckVerdict,
+    ShardVerdict,
+    VerifyShard,
+    verdict_artifact,
+)
 
-VERDICT_FILE = "verdict.json"  # the one file of a verdict artifact
+VERDICT_PREFIX = "imm-verdict-"  # a verdict file is named `<its artifact's name>.json`
 VERDICT_MAX_BYTES = 64 * 1024 * 1024  # larger is not a verdict imm wrote: never read
 
 
 def write_verdict(
-    path: Path,
+    folder: Path,
     *,
     batch_id: str,
     run_id: int,
     shard: VerifyShard,
     results: Sequence[tuple[str, str, CheckResult]],
-) -> ShardVerdict:
-    """The verdict of `shard` at `path`: (tree, descriptor digest, result) per check run."""
+) -> Path:
+    """The verdict of `shard` in `folder`, named after its artifact: (tree, descriptor digest,
+    result) per check run. Returns where it is."""
     verdict = ShardVerdict(
         contract=VERDICT_CONTRACT,
         batch_id=batch_id,
@@ -33,28 +40,34 @@ def write_verdict(
             for tree, digest, result in results
         ],
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{verdict_artifact(batch_id, run_id, shard.index)}.json"
+    folder.mkdir(parents=True, exist_ok=True)
     # whole or absent: a job killed while writing leaves no half verdict to upload
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(verdict.model_dump_json(indent=1).encode())
     os.replace(partial, path)
-    return verdict
+    return path
 
 
 def read_verdict_files(folder: Path) -> dict[str, bytes]:
     """Artifact name -> its verdict file, as actions/download-artifact lays artifacts out (a
-    folder per artifact). Anything else there is not read; a file too large to be a verdict
-    imm wrote is given as empty (refused, its shard's checks not run)."""
+    folder per artifact, or the one artifact's file directly). A file's name says which shard
+    it claims to be; its content must say the same (integrate.shards). A name found twice,
+    or a file too large to be a verdict imm wrote, is given as empty: refused, its shard's
+    checks not run."""
     found: dict[str, bytes] = {}
     if not folder.is_dir():
         return found
-    for artifact in sorted(folder.iterdir()):
-        file = artifact / VERDICT_FILE
-        if artifact.is_symlink() or not artifact.is_dir() or file.is_symlink():
+    candidates = [
+        *folder.glob(f"{VERDICT_PREFIX}*.json"),
+        *folder.glob(f"*/{VERDICT_PREFIX}*.json"),
+    ]
+    for file in sorted(candidates):
+        if file.is_symlink() or file.parent.is_symlink() or not file.is_file():
             continue
-        try:
-            size = os.stat(file).st_size
-        except OSError:
+        name = file.name.removesuffix(".json")
+        if name in found or file.stat().st_size > VERDICT_MAX_BYTES:
+            found[name] = b""
             continue
-        found[artifact.name] = file.read_bytes() if size <= VERDICT_MAX_BYTES else b""
+        found[name] = file.read_bytes()
     return found
