@@ -15,6 +15,7 @@ from pathlib import Path
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import BatchPlan
 from imm_action.model.report import BatchRunReport, ReportChild
+from imm_action.model.shard import shard_line
 from imm_action.model.state import BatchRunState, BatchState, ChildState, Continuation
 from imm_action.text import plural
 
@@ -435,6 +436,7 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
             f"{done} of {plural(len(report.children), 'task')} integrated into "
             f"`{state.branch}` · batch `{report.batch_id}` · "
             f"{plural(report.lanes_started, 'lane')} started",
+            *(["", f"Verification: {shard_line(state.verifying)}."] if state.verifying else []),
             *batch_body(report, state, rows, comment_commands(report)),
         ]
     )

@@ -15,7 +15,6 @@ from imm_action.integrate.shards import (
     accept_verdicts,
     busy_ms,
     plan_shards,
-    shard_line,
 )
 from imm_action.integrate.stack import StackLevel
 from imm_action.model.descriptor import parse_descriptor
@@ -25,6 +24,7 @@ from imm_action.model.shard import (
     ShardVerdict,
     VerifyRound,
     VerifyShard,
+    shard_line,
     verdict_artifact,
 )
 from imm_action.passes.observe import owed_checks

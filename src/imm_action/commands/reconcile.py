@@ -249,7 +249,9 @@ def _report(
         issues = batch_repo.initiatives.task_issues(state.initiative_slug)
         target = replace(target, close_integrated=True, task_issues=issues)
     publish_report(github.client, stored.report, state, target)
-    if not args.admit and needs_continuation(state):
+    # the plan job admits; the stack and bisect jobs (--fan-out) hand on to the jobs after
+    # them in this run: only the integrate job asks for the next round
+    if not args.admit and not args.fan_out and needs_continuation(state):
         inputs = continuation_inputs(args.given_as or args.slug, state.batch_id)
         github.client.dispatch(github.workflow, github.ref, inputs)
 

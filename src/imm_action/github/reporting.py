@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from imm_action.github.client import GitHubClient, PullRequestsRefusedError
 from imm_action.model.report import BatchRunReport
-from imm_action.model.state import BatchRunState, BatchState
+from imm_action.model.state import BatchRunState, BatchState, ChildState
 from imm_action.render import github_batch_markdown
 
 CONCLUSIONS: Mapping[BatchState, str | None] = {
@@ -103,9 +103,15 @@ def target_for(state: BatchRunState, head_sha: str, repository_url: str) -> Repo
 
 def needs_continuation(state: BatchRunState) -> bool:
     """Whether the batch waits on lanes nobody will start: running, nothing in flight, and a
-    pending child whose dependencies are done (the matrix of this run has finished)."""
+    pending child whose dependencies are done (the matrix of this run has finished); or on
+    verify jobs nobody will start: a stack whose verify jobs left a shard without a verdict,
+    its lanes ended (issue 32)."""
     if state.batch_state is not BatchState.RUNNING:
         return False
+    if state.verifying is not None and not any(
+        child.state in (ChildState.LANE_ADMITTED, ChildState.SETTLED) for child in state.children
+    ):
+        return True
     if any(child.state.in_flight for child in state.children):
         return False
     done = {child.task_id for child in state.children if child.state.done}

@@ -160,18 +160,6 @@ def _shard_results(
     return found
 
 
-def shard_line(verify: VerifyRound) -> str:
-    """The round's verification as one line, for the status comment and the log."""
-    shards = verify.of_stage(verify.stage)
-    checks = sum(len(shard.checks) for shard in shards)
-    what = "bisection probe" if verify.stage == 2 else "check"
-    longest = max(shard.expected_ms for shard in shards) / 1000
-    return (
-        f"verifying {plural(checks, what)} of the stack up to {verify.top[:12]} on "
-        f"{plural(len(shards), 'runner')} (the longest shard about {longest:.0f} s)"
-    )
-
-
 def add_stage(
     earlier: VerifyRound | None, shards: Sequence[VerifyShard], top: str, run_id: int, losses: int
 ) -> VerifyRound:

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
 from imm_action.model.outcome import CheckResult
+from imm_action.text import plural
 
 VERDICT_CONTRACT: Final = "imm_action/shard_verdict/v1"
 MAX_SHARDS = 64  # verify jobs of one round (a matrix holds 256 jobs; lanes take their share)
@@ -92,3 +93,21 @@ class ShardVerdict(StrictModel):
 
 def verdict_artifact(batch_id: str, run_id: int, shard: int) -> str:
     return f"imm-verdict-{batch_id}-{run_id}-{shard}"
+
+
+def shard_line(verify: VerifyRound) -> str:
+    """The round's verification as one line, for the status comment and the log."""
+    shards = verify.of_stage(verify.stage)
+    checks = sum(len(shard.checks) for shard in shards)
+    what = "bisection probe" if verify.stage == 2 else "check"
+    longest = max(shard.expected_ms for shard in shards) / 1000
+    line = (
+        f"verifying {plural(checks, what)} of the stack up to {verify.top[:12]} on "
+        f"{plural(len(shards), 'runner')} (the longest shard about {longest:.0f} s)"
+    )
+    if verify.losses:
+        line += (
+            f"; verify jobs left a shard without a verdict {plural(verify.losses, 'time')}: "
+            "the next round runs what it owed again"
+        )
+    return line

@@ -48,7 +48,6 @@ from imm_action.integrate.shards import (
     accept_verdicts,
     add_stage,
     plan_shards,
-    shard_line,
 )
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
@@ -57,6 +56,7 @@ from imm_action.lanes.runners import LaneRunners
 from imm_action.model.config import CONFIG_PATH
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
+from imm_action.model.shard import shard_line
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
@@ -302,9 +302,10 @@ class _Pass:
         if fanned is None:
             return state
         if self.request.verdicts is None:
-            # a pass of another job: a round whose verify jobs lost a shard waits for the
-            # next round's (the stack job records it again)
-            if self.request.verify_jobs and fanned.losses:
+            # another job of the workflow (the next round's plan job, say): a stack verify
+            # jobs are at work on, or whose verify jobs lost a shard, is left to them (the
+            # next round's stack job records what it still owes)
+            if self.request.verify_jobs:
                 self.verify = False
             return state
         given = self.request.verdicts
