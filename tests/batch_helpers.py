@@ -148,6 +148,7 @@ def publish(
     remote: str | None = None,
     failures: list[Failure] | None = None,
     qa_failures: int = 0,
+    durations_ms: dict[str, int] | None = None,
 ) -> None:
     batch_repo = open_local(repo, remote)
     batch_repo.refs.refresh()
@@ -164,6 +165,7 @@ def publish(
         findings=[],
         lane_commit=lane_commit,
         failures=failures or [],
+        durations_ms=durations_ms or {},
     )
     publish_outcome(batch_repo.refs, slug, outcome, "1700000000 +0000")
 

@@ -93,3 +93,15 @@ def test_a_lane_branch_an_earlier_attempt_left_on_the_remote_does_not_stop_publi
     assert [_lane(capsys, job, batch, phase) for phase in ("fetch", "work", "publish")] == [0, 0, 0]
     assert _remote_outcome(remote, batch).strip()
     assert git(remote, "rev-parse", "refs/heads/imm-lane/init/a").strip() != main
+
+
+def test_a_settled_outcome_says_how_long_each_of_its_checks_took(
+    lane_job: tuple[Path, Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    job, remote, batch = lane_job
+    for phase in ("fetch", "work", "publish"):
+        assert _lane(capsys, job, batch, phase) == 0
+    outcome = json.loads(git(remote, "show", f"{lane_outcome_ref(batch, 'a')}:outcome.json"))
+    assert outcome["state"] == "settled"
+    assert list(outcome["durations_ms"]) == ["a:ok"]
+    assert outcome["durations_ms"]["a:ok"] > 0

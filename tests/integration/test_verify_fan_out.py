@@ -46,6 +46,7 @@ class Round:
         *,
         broken: str = "",
         config: str = "",
+        durations_ms: int | None = None,
     ) -> None:
         self.capsys = capsys
         self.tmp = tmp_path
@@ -67,7 +68,9 @@ class Round:
             commit = make_lane_commit(
                 self.project, child.lane.base_head, child.task_id, files, batch_id=self.batch
             )
-            publish(self.project, child.task_id, commit, remote="origin")
+            # what the lane says its checks took (None: a lane of before it said so)
+            said = None if durations_ms is None else {f"{child.task_id}:ok": durations_ms}
+            publish(self.project, child.task_id, commit, remote="origin", durations_ms=said)
         self.verdicts = tmp_path / "verdicts"
 
     def reconcile(self, *extra: str) -> str:
@@ -221,3 +224,26 @@ def test_a_failing_check_is_bisected_by_a_second_stage_of_verify_jobs(
     assert "took 7 verdicts of 7 verify jobs" in err
     assert "0 check runs here, 7 on verify runners; bisection found b (a:ok first failed" in err
     assert broken.landed() == ["a", "c", "d"]
+
+
+def test_checks_their_lanes_ran_quickly_are_verified_on_the_integrating_runner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_RUN_ID", str(RUN))
+    quick = Round(tmp_path, capsys, durations_ms=40)
+    quick.reconcile("--fan-out")
+    assert current(quick.project, remote="origin").state.verifying is None
+    err = quick.reconcile("--verdicts", str(quick.verdicts))
+    assert "4 check runs, every check passed on its top" in err
+    assert quick.landed() == list(TASKS)
+
+
+def test_checks_their_lanes_ran_for_long_fan_out_by_what_the_lanes_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_RUN_ID", str(RUN))
+    slow = Round(tmp_path, capsys, durations_ms=45_000)
+    slow.reconcile("--fan-out")
+    assert {check.expected_ms for shard in slow.fanned().shards for check in shard.checks} == {
+        45_000
+    }

@@ -269,8 +269,12 @@ class _Lane:
             failed = [result for result in results if not result.passed]
             if not failed:
                 committed = self._commit(intent, tree, qa_failures, findings)
-                # what the earlier attempt failed, and the executor then fixed
-                return committed.model_copy(update={"failures": failures})
+                # what the earlier attempt failed, and the executor then fixed; how long
+                # each check took (the integrator's estimate before it runs them)
+                durations = {result.check_id: result.duration_ms for result in results}
+                return committed.model_copy(
+                    update={"failures": failures, "durations_ms": durations}
+                )
             qa_failures += 1
             findings = failed
             failures = check_failures(checks, failed, self.mask)

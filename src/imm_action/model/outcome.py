@@ -104,6 +104,13 @@ class LaneOutcome(StrictModel):
     failures: Annotated[
         list[Failure], BeforeValidator(_cut_failures), Field(max_length=MAX_FAILURES)
     ] = Field(default_factory=list)
+    # settled: how long each of its checks took on its lane's last attempt (check id -> ms):
+    # the integrator's estimate of a stack's checks before it ran them (issue 32). Said by
+    # the lane, so trusted for nothing else: it only decides whether checks fan out.
+    durations_ms: Annotated[
+        dict[Annotated[str, Field(max_length=200)], Annotated[int, Field(ge=0)]],
+        Field(max_length=MAX_FINDINGS),
+    ] = Field(default_factory=dict)
 
 
 class CachedCheck(StrictModel):

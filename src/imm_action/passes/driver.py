@@ -230,6 +230,7 @@ class _Pass:
         self.verify = request.verify and request.fan_out is None  # may this pass run checks?
         self.observed: ObservedStack | None = None  # the last stack the pass observed
         self.from_verdicts = 0  # results taken from verify jobs' verdicts
+        self.reported: dict[str, int] = {}  # check id -> ms, as lanes said their checks took
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
@@ -242,6 +243,13 @@ class _Pass:
         state = stored.state if self.continued else self._mutated(stored.state)
         head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         facts = observe_pass(self.ports.refs, state, head, self.ports.lanes, self.reads)
+        # how long the lanes' checks took, as they say: what checks never run here will take
+        self.reported = {
+            check_id: duration
+            for lane in facts.lanes.values()
+            if lane.outcome is not None
+            for check_id, duration in lane.outcome.durations_ms.items()
+        }
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
         if isinstance(decision, Reread):
             return decision
@@ -503,7 +511,7 @@ class _Pass:
             observed = observe_candidates(
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
                 verify=self.verify, memo=self.ports.candidates,
-                config_file=self.request.config_file,
+                config_file=self.request.config_file, reported=self.reported,
             )  # fmt: skip
             self.observed = observed
             chain = observed.chain

@@ -235,6 +235,7 @@ def observe_candidates(
     verify: bool = True,
     memo: CandidateMemo | None = None,
     config_file: str = CONFIG_PATH,
+    reported: Mapping[str, int] | None = None,
 ) -> ObservedStack:
     """Build a candidate for every ready lane, each on the one before (unless it must not
     land), and judge the stack they make (SPEC §5.4, `integrate.stack`) on the batch head:
@@ -257,7 +258,7 @@ def observe_candidates(
     owed: tuple[OwedCheck, ...] = ()
     top_commit = None
     if not verify and stacked:
-        owed = tuple(owed_checks(levels, verifier.cache))
+        owed = tuple(owed_checks(levels, verifier.cache, reported))
         last = chain[stacked[-1]].build
         top_commit = last.commit if isinstance(last, Candidate) else None
     if verify:
@@ -416,12 +417,17 @@ def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
     return ask
 
 
-def owed_checks(levels: Sequence[StackLevel], cache: ResultCache) -> list[OwedCheck]:
+def owed_checks(
+    levels: Sequence[StackLevel], cache: ResultCache, reported: Mapping[str, int] | None = None
+) -> list[OwedCheck]:
     """What judging the whole stack needs next that `cache` does not know: the top's united
     checks, or a bisection's probes — at every level of each open range at once, so one
     fan-out finds each first failing level. [] when the stack is judged from the cache, or
     when only runs on the head itself are owed (those stay on the integrating runner: they
-    ask whether the environment changed under it)."""
+    ask whether the environment changed under it). Each is expected to take its last
+    recorded duration, else what its lane said it took (`reported`, by check id), else
+    DEFAULT_CHECK_MS."""
+    said = reported or {}
     owed: dict[tuple[str, str], OwedCheck] = {}
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult] | None:
@@ -436,9 +442,11 @@ def owed_checks(levels: Sequence[StackLevel], cache: ResultCache) -> list[OwedCh
                 found[(probe.level, digest)] = result
             elif not probe.again:
                 expected = cache.duration_ms(digest)
+                if expected is None:
+                    expected = said.get(probe.check.check_id, DEFAULT_CHECK_MS)
                 owed[(tree, digest)] = OwedCheck(
                     tree=tree, check_id=probe.check.check_id, descriptor_digest=digest,
-                    expected_ms=DEFAULT_CHECK_MS if expected is None else expected,
+                    expected_ms=expected,
                 )  # fmt: skip
         return found if len(found) == len(probes) else None
 
