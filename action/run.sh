@@ -44,18 +44,24 @@ export IMM_CONFIG="${IMM_CONFIG:-.github/imm.yml}"
 lane_args=(--batch-id "${IMM_BATCH_ID:-}" --task "${IMM_TASK_ID:-}" --remote origin)
 
 case "$command" in
-  admit | reconcile)
+  admit | reconcile | stack | bisect)
     with_token
     args=(reconcile "${IMM_INITIATIVE:?input initiative is required}" --remote origin --report)
     if [ "$command" = admit ]; then args+=(--admit); fi
+    # The stack and bisect jobs run no check: they fan what the stack owes out to verify jobs.
+    if [ "$command" = stack ] || [ "$command" = bisect ]; then args+=(--fan-out); fi
     # A dispatch without a batch id is a person's `/imm run` (the integrate job's continuation
     # names its batch): a batch that stopped is continued with what was fixed (SPEC §5.7).
     if [ "$command" = admit ] && [ -z "${IMM_BATCH_ID:-}" ]; then args+=(--continue-stopped); fi
     if [ -n "${IMM_BATCH_ID:-}" ]; then args+=(--batch-id "$IMM_BATCH_ID"); fi
     if [ -n "${IMM_MAX_PARALLEL:-}" ]; then args+=(--max-parallel "$IMM_MAX_PARALLEL"); fi
-    # The integrate job imports this run's lane bundles first (lane jobs push nothing).
-    if [ "$command" = reconcile ] && [ -n "${IMM_LANE_BUNDLES:-}" ]; then
+    # The stack and integrate jobs import this run's lane bundles first (lane jobs push
+    # nothing); the bisect and integrate jobs take this run's verdicts.
+    if { [ "$command" = reconcile ] || [ "$command" = stack ]; } && [ -n "${IMM_LANE_BUNDLES:-}" ]; then
       args+=(--lane-bundles "$IMM_LANE_BUNDLES")
+    fi
+    if { [ "$command" = reconcile ] || [ "$command" = bisect ]; } && [ -n "${IMM_VERDICTS:-}" ]; then
+      args+=(--verdicts "$IMM_VERDICTS")
     fi
     exec "$imm" "${args[@]}"
     ;;
@@ -86,6 +92,21 @@ case "$command" in
     with_token
     exec "$imm" lane "${lane_args[@]}" --phase publish
     ;;
+  verify-fetch)
+    with_token
+    exec "$imm" verify --batch-id "${IMM_BATCH_ID:-}" --shard "${IMM_SHARD:-}" --remote origin \
+      --phase fetch
+    ;;
+  verify-run)
+    # No token exists in this step: the shard's checks are lane code.
+    unset GITHUB_TOKEN IMM_TOKEN ACTIONS_RUNTIME_TOKEN ACTIONS_ID_TOKEN_REQUEST_TOKEN
+    echo "::group::imm verify ${IMM_SHARD:-}: checks"
+    status=0
+    "$imm" verify --batch-id "${IMM_BATCH_ID:-}" --shard "${IMM_SHARD:-}" --remote origin \
+      --phase run --verdicts "${RUNNER_TEMP:?}/imm-verdict" || status=$?
+    echo "::endgroup::"
+    exit "$status"
+    ;;
   command)
     with_token
     exec "$imm" command --event "${GITHUB_EVENT_PATH:?}" --remote origin
@@ -95,7 +116,7 @@ case "$command" in
     exec "$imm" check --base "${IMM_BASE_SHA:?set IMM_BASE_SHA to the base commit of the pull request}" --report
     ;;
   *)
-    echo "::error::unknown command '$command' (admit, lane, reconcile, command, check)"
+    echo "::error::unknown command '$command' (admit, lane, stack, verify, bisect, reconcile, command, check)"
     exit 2
     ;;
 esac

@@ -184,3 +184,42 @@ def test_the_executors_model_key_reaches_the_lane_step_alone_and_a_caller_can_pa
     assert lane_step[0] == "lane"
     assert batch["jobs"]["lane"]["steps"][lane_step[1]]["with"]["command"] == "lane"
     assert mapped[lane_step]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
+
+
+def test_no_verify_step_from_the_checks_on_is_given_a_token() -> None:
+    steps = _load(ROOT / "action.yml")["runs"]["steps"]
+    verify = [s for s in steps if "inputs.command == 'verify'" in s.get("if", "")]
+    assert [s.get("env", {}).get("IMM_COMMAND") for s in verify] == [
+        "verify-fetch",
+        "verify-run",
+        None,
+    ]
+    for step in verify[1:]:
+        given = {**step.get("env", {}), **step.get("with", {})}
+        assert not [k for k, v in given.items() if "token" in f"{k}{v}".lower()], step["name"]
+    upload = verify[2]
+    assert upload["if"].startswith("always()")
+    assert upload["uses"] == pinned("actions/upload-artifact")
+    assert upload["with"]["name"] == "${{ steps.verify.outputs.artifact }}"
+
+
+@pytest.mark.parametrize("name", ["verify", "probe"])
+def test_a_verify_job_may_only_read_the_repository_and_checks_out_without_credentials(
+    name: str,
+) -> None:
+    job = _load(ROOT / ".github" / "workflows" / "imm-batch.yml")["jobs"][name]
+    assert job["permissions"] == {"contents": "read"}
+    assert job["steps"][0]["with"]["persist-credentials"] is False
+    assert job["strategy"]["fail-fast"] is False
+    assert "matrix.label" in job["name"]
+    assert "matrix.top" in job["name"]
+
+
+def test_the_integrate_job_waits_for_every_verify_job_and_runs_after_them_whatever_they_did() -> (
+    None
+):
+    jobs = _load(ROOT / ".github" / "workflows" / "imm-batch.yml")["jobs"]
+    assert set(jobs["integrate"]["needs"]) == {"plan", "lane", "stack", "verify", "bisect", "probe"}
+    assert jobs["integrate"]["if"].startswith("always()")
+    for name in ("stack", "verify", "bisect", "probe"):
+        assert "!cancelled()" in jobs[name]["if"], name  # a cancelled run fans nothing out

@@ -111,16 +111,21 @@ def pass_outputs(
     }
 
 
-def verify_outputs(state: BatchRunState) -> dict[str, str]:
-    """The stack job's: the verify jobs' matrix (issue 32), one entry per shard, named by the
-    shard and the stack's top so the Actions UI reads `imm verify 2/8 @ 1a2b3c4d5e6f`."""
+def verify_outputs(state: BatchRunState, run_id: int, stage: int) -> dict[str, str]:
+    """The stack job's (stage 1) or the bisect job's (stage 2): its verify jobs' matrix (issue
+    32), one entry per shard of the stage it added in this run, labelled so the Actions UI
+    reads `imm verify 2/8 @ 1a2b3c4d5e6f`; empty when it added none."""
     fanned = state.verifying
-    shards = fanned.shards if fanned is not None else []
+    shards = (
+        fanned.of_stage(stage)
+        if fanned is not None and fanned.run_id == run_id and fanned.stage == stage
+        else []
+    )
+    top = fanned.top[:12] if fanned is not None else ""
     include = [
-        {"shard": str(shard.index), "of": str(len(shards)), "top": fanned.top[:12],
+        {"shard": str(shard.index), "label": f"{number}/{len(shards)}", "top": top,
          "checks": str(len(shard.checks))}
-        for shard in shards
-        if fanned is not None
+        for number, shard in enumerate(shards, start=1)
     ]  # fmt: skip
     return {
         "verify-matrix": json.dumps({"include": include}, separators=(",", ":")),

@@ -147,8 +147,9 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         outputs = pass_outputs(stored.state, result.admitted, timeout)
-        if args.fan_out:
-            outputs.update(verify_outputs(stored.state))
+        if request.fan_out is not None:
+            stage = 2 if args.verdicts is not None else 1  # the bisect job's, or the stack job's
+            outputs.update(verify_outputs(stored.state, request.fan_out.run_id, stage))
         write_outputs(args.actions, outputs)
         url = github.repository_url if github is not None else ""
         integration = [stack.line() for stack in result.stacks]
