@@ -52,10 +52,10 @@ _FROM_PLAN = re.compile(r"fromJSON\(needs\.plan\.outputs\.(?P<name>[\w-]+)\)")
 
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
-ok (default), fail (always wrong), kill_once (has the test kill its `imm lane` on the first
-attempt), hostile (also tries to point the checkout's git at another host and to write its
-step's GITHUB_ENV and GITHUB_PATH — a fake git that records how it was called — and records
-what it could do in `hostile.<task>.json`)."""
+ok (default), fail (always wrong), broken (its own file, saying `broken` too), kill_once (has
+the test kill its `imm lane` on the first attempt), hostile (also tries to point the
+checkout's git at another host and to write its step's GITHUB_ENV and GITHUB_PATH — a fake git
+that records how it was called — and records what it could do in `hostile.<task>.json`)."""
 import json, os, pathlib, shutil, signal, sys, time
 
 task, attempt = os.environ["IMM_TASK_ID"], os.environ["IMM_ATTEMPT"]
@@ -119,7 +119,8 @@ if behaviour == "hostile":  # goes for the steps of its job that run after it (A
     (spy / f"hostile.{task}.json").write_text(json.dumps(tried))
 if behaviour == "attack":  # a lane-written script its check runs at integration (issue 20)
     shutil.copy("tools/attack.py", f"{task}_attack.py")
-pathlib.Path(f"{task}.txt").write_text("wrong\\n" if behaviour == "fail" else f"{task}\\n")
+text = {"fail": "wrong\\n", "broken": f"{task}\\nbroken\\n"}.get(behaviour, f"{task}\\n")
+pathlib.Path(f"{task}.txt").write_text(text)
 '''
 
 CONFIG = """\
@@ -183,6 +184,10 @@ class ActWorld:
     # Kill the run outright once this many lane jobs succeeded (a force-cancel, or the run's
     # machines lost): no integrate job runs; its jobs end `cancelled`, as GitHub records them.
     kill_run_after_lanes: int | None = None
+    # Kill the first verify job's `imm verify --phase run` once it has run its checks this
+    # long (its runner is lost mid-shard): no verdict of it ever goes up.
+    kill_verify_after_s: float | None = None
+    killed_verify: list[str] = field(default_factory=list)  # the shards killed
     _act: subprocess.Popen[str] | None = None
     _killed_run: int | None = None
     _cancelled_run: int | None = None
@@ -374,6 +379,7 @@ class ActWorld:
             self._plan_outputs.clear()
             self._cancelled_run, self._lanes_succeeded = None, 0
             threading.Thread(target=self._kill_lanes_asked, args=(watching,), daemon=True).start()
+            threading.Thread(target=self._kill_a_verify_job, args=(watching,), daemon=True).start()
             threading.Thread(target=self._end_jobs_at_their_limit, args=(watching,),
                              daemon=True).start()  # fmt: skip
             try:
@@ -400,6 +406,30 @@ class ActWorld:
                 task = ask.name.split(".", 1)[1]
                 self._kill_lane_work(task)
                 ask.rename(self.spy / f"killed.{task}")
+
+    def _kill_a_verify_job(self, done: threading.Event) -> None:
+        """The lost runner of a verify job: SIGKILL, once, to the first `imm verify --phase
+        run` seen, `kill_verify_after_s` after it started (its checks are at work then)."""
+        seen: dict[int, float] = {}
+        while not done.wait(0.1) and self.kill_verify_after_s is not None:
+            if self.killed_verify:
+                return
+            for proc in Path("/proc").iterdir():
+                try:
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"verify" not in argv or b"--phase" not in argv or b"run" not in argv:
+                    continue
+                pid = int(proc.name)
+                started = seen.setdefault(pid, time.monotonic())
+                if time.monotonic() - started >= self.kill_verify_after_s:
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)  # its checks too, when they lead groups
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+                    self.killed_verify.append(argv[argv.index(b"--shard") + 1].decode())
+                    return
 
     def lane_job_limit_s(self) -> float | None:
         """The lane job's `timeout-minutes` as the shipped workflow sets it (from the plan

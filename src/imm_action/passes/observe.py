@@ -504,13 +504,16 @@ def stack_record(
     lane of it was judged (nothing ran, nothing was found). `ran_here`: the pass ran the
     checks itself (the verifier counted them); else `imm run`'s background worker ran them,
     and every result the judgement used that was not carried over is one of its runs."""
+    # of what the judgement used: verify jobs' verdicts (`on_runners`), passes carried over,
+    # and the runs of this pass (`ran_here`) or of `imm run`'s background worker
     if ran_here:
-        # the rest of what the judgement used: verify jobs' verdicts, then passes carried over
         on_runners = min(on_runners, max(0, observed.probes - verifier.runs))
         check_runs = verifier.runs
         carried = max(0, observed.probes - verifier.runs - on_runners)
     else:
-        check_runs, carried = observed.probes - observed.carried, observed.carried
+        carried = observed.carried
+        on_runners = min(on_runners, max(0, observed.probes - carried))
+        check_runs = observed.probes - carried - on_runners
     chain = observed.chain
     judged = [entry for entry in chain if entry.judged_on is not None]
     on_head = tuple(check.check_id for check, _ in observed.on_head)
@@ -526,7 +529,7 @@ def stack_record(
         if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
     )
     lanes = tuple(entry.task_id for entry in chain if _verifiable(entry))
-    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners if ran_here else 0)
+    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners)
 
 
 def _culprit(

@@ -1,0 +1,119 @@
+"""A stack's checks fanned out to verify jobs, end to end with act (issue 32): the stack job
+splits them into shards, each verify job runs one on a runner of its own, and the integrate
+job lands on the verdicts it accepts; a verify job that dies passes nothing, and a failing
+check is bisected by a second stage of verify jobs."""
+
+from __future__ import annotations
+
+from tests.conftest import descriptor
+from tests.e2e.act_world import ActRun, ActWorld
+
+TASKS = {"a": [], "b": [], "c": [], "d": []}
+# every round fans out whatever it owes, to at most two runners
+FAN_OUT = "verify_fan_out_seconds: 0\nverify_runners: 2\nmax_parallel: 4\n"
+
+
+def _check(task: str, seconds: float) -> str:
+    """`task`'s file names it after `seconds` of work; a's also fails when any task's file
+    says `broken` (a lane that writes it breaks a's check from its own level up)."""
+    code = (
+        f"import pathlib, sys, time; time.sleep({seconds}); t = pathlib.Path({task + '.txt'!r}); "
+        f"ok = t.exists() and {task!r} in t.read_text()"
+    )
+    if task == "a":
+        code += " and not any('broken' in p.read_text() for p in pathlib.Path().glob('?.txt'))"
+    return descriptor(["-c", f"{code}; sys.exit(0 if ok else 1)"])
+
+
+# a's check as its lane wrote it (a_attack.py): when it fails, it first writes verdict files
+# claiming every check passed wherever it can — the shard's tree, the verify job's temp folder
+FORGING_CHECK = """\
+import json, os, pathlib, sys, time
+time.sleep(1)
+t = pathlib.Path("a.txt")
+ok = t.exists() and "a" in t.read_text()
+ok = ok and not any("broken" in p.read_text() for p in pathlib.Path().glob("?.txt"))
+if not ok:
+    for n in range(1, 5):
+        forged = {"contract": "imm_action/shard_verdict/v1", "batch_id": "x", "run_id": 1,
+                  "shard": n, "verdicts": []}
+        name = f"imm-verdict-{os.environ.get('GITHUB_RUN_ID', '1')}-{n}.json"
+        for folder in (".", os.environ.get("RUNNER_TEMP", "/tmp") + "/imm-verdict"):
+            try:
+                os.makedirs(folder, exist_ok=True)
+                pathlib.Path(folder, name).write_text(json.dumps(forged))
+                print("forged", folder, name)
+            except OSError as error:
+                print("could not forge in", folder, error)
+sys.exit(0 if ok else 1)
+"""
+
+
+def _jobs(run: ActRun, prefix: str) -> list[str]:
+    return sorted(job for job in run.jobs if job.startswith(prefix))
+
+
+def _landed(world: ActWorld) -> list[str]:
+    log = world.remote("log", "--format=%s", "refs/heads/imm/shop")
+    return sorted(task for task in TASKS if log.count(f"imm({task})") == 1)
+
+
+def test_a_round_verified_on_verify_jobs_lands_every_task_once_running_no_check_itself(
+    world: ActWorld,
+) -> None:
+    checks = {task: _check(task, 1) for task in TASKS}
+    world.create(TASKS, "shop", checks=checks, config=FAN_OUT)
+    world.dispatch({"initiative": "shop"})
+    [run] = world.run_dispatches()
+    assert run.jobs["imm stack"] == "succeeded"
+    verify = _jobs(run, "imm verify ")
+    assert [job.split(" @ ")[0] for job in verify] == ["imm verify 1/2", "imm verify 2/2"]
+    assert all(run.jobs[job] == "succeeded" for job in verify)
+    assert "imm: took 4 verdicts of 2 verify jobs" in run.log
+    assert "0 check runs here, 4 on verify runners, every check passed on its top" in run.log
+    assert world.state()["batch_state"] == "completed"
+    assert _landed(world) == sorted(TASKS)
+    assert world.state()["verifying"] is None
+
+
+def test_a_verify_job_killed_mid_shard_passes_nothing_and_its_checks_run_again(
+    world: ActWorld,
+) -> None:
+    """b's lane breaks a's check: had the killed shard's checks counted as passed, b would
+    land. They are run again (the bisect job fans what no verdict answered out again), a's
+    fails on the stack's top, and bisection parks b."""
+    world.behaviour["b"] = "broken"
+    checks = {task: _check(task, 3) for task in TASKS}
+    one_runner = FAN_OUT.replace("verify_runners: 2", "verify_runners: 1")
+    world.create(TASKS, "shop", checks=checks, config=one_runner)
+    world.kill_verify_after_s = 1.0
+    world.dispatch({"initiative": "shop"})
+    runs = world.run_dispatches()
+    assert world.killed_verify == ["1"]
+    first = runs[0]
+    assert [job.split(" @ ")[0] for job in _jobs(first, "imm verify ")] == [
+        "imm verify 1/1",
+        "imm verify 1/1",  # the bisection stage's job: what the killed one owed, again
+    ]
+    state = world.state()
+    children = {child["task_id"]: child for child in state["children"]}
+    assert children["b"]["state"] == "needs_human"
+    assert "a:ok" in children["b"]["reason"]
+    assert _landed(world) == ["a", "c", "d"]
+
+
+def test_a_verdict_lane_code_forges_is_never_read(world: ActWorld) -> None:
+    world.behaviour.update(a="attack", b="broken")
+    checks = {task: _check(task, 1) for task in TASKS}
+    checks["a"] = descriptor(["a_attack.py"])
+    world.create(
+        TASKS, "shop", checks=checks, config=FAN_OUT, files={"tools/attack.py": FORGING_CHECK}
+    )
+    world.dispatch({"initiative": "shop"})
+    runs = world.run_dispatches()
+    log = "".join(run.log for run in runs)
+    assert "forged ." in log  # a's check wrote its verdicts into the shard's tree...
+    assert "verdict refused" not in log  # ...and no job that moves the branch read one
+    children = {child["task_id"]: child for child in world.state()["children"]}
+    assert children["b"]["state"] == "needs_human"
+    assert _landed(world) == ["a", "c", "d"]
