@@ -15,10 +15,14 @@ every candidate re-ran its own check and those of the siblings landed since its 
     python benchmarks/github_round.py [--sizes 24,64,256] [--seconds 1.0] [--repeat 3]
         [--baseline-sizes 24] [--baseline-rev 29ba8bb]
     python benchmarks/github_round.py --act 12 [--repeat 3]
+    python benchmarks/github_round.py --act-fan-out 32 --seconds 10 [--runners 8] [--repeat 3]
 
 `--act N` runs the round under act instead, with the shipped workflows (host mode, the fake
 GitHub; tests/e2e): N lane jobs, one integrate job, and prints the integrate job's `imm
 reconcile` step, beside the same round with the baseline's shipped files in the same run.
+`--act-fan-out N` runs a round of N lanes under act twice, its checks verified on `--runners`
+verify jobs (issue 32, decision 0054) and on the integrating runner alone (`verify_runners: 0`),
+and prints the round's verification, from the stack built to the last task landed.
 """
 
 from __future__ import annotations
@@ -192,6 +196,76 @@ def act_round(project: Path, size: int, seconds: float) -> tuple[float, float]:
     return integrate, statistics.median(lanes) if lanes else float("nan")
 
 
+STACK_STEP_END = re.compile(r"^\[imm-batch/imm stack\s*\]\s+\S+\s+Success - Main imm stack ")
+INTEGRATED = re.compile(
+    r"^\[imm-batch/(?P<job>[^\]]+?)\s*\]\s+\|\s+imm: integrated (?P<task>\S+) as "
+)
+
+
+def act_fan_out_round(size: int, seconds: float, runners: int) -> tuple[float, int, int]:
+    """One round of `size` lanes under act, each task's own check sleeping `seconds`, with the
+    shipped workflows as they are: `runners` verify runners (0: the integrating runner verifies
+    the whole stack), every runner running 2 checks at once (`verify_parallel: 2`, a 2-core
+    hosted runner with checks that compute), act running every job side by side as GitHub
+    does. Returns the round's verification — from the stack job's step ending (the stack built,
+    its shards recorded) to the last task landing — the tasks landed, and the verify jobs run."""
+    from tests.conftest import descriptor
+    from tests.e2e.act_world import TOKEN, ActWorld
+    from tests.fake_github import FakeGitHub
+    from tests.git_http_remote import GitHttpRemote
+
+    tasks = {f"t{index:02d}": [] for index in range(size)}
+    checks = {
+        task: descriptor(["-c", f"sleep {seconds}; test -e {task}.txt"], executable="sh")
+        for task in tasks
+    }
+    config = f"verify_parallel: 2\nverify_runners: {runners}\nlane_timeout_minutes: 30\n"
+    root = Path(tempfile.mkdtemp(prefix="imm-act-fan-out-"))
+    try:
+        with (
+            GitHttpRemote(root / "git-host", token=TOKEN) as host,
+            FakeGitHub(tokens={TOKEN: "github-actions[bot]"}) as github,
+        ):
+            world = ActWorld(root / "world", root / "home", host, github)
+            world.concurrent_jobs = 2 * size + 16
+            world.timeline = []
+            world.create(tasks, "round", checks=checks, config=config)
+            world.dispatch({"initiative": "round", "max_parallel": str(size)})
+            runs = world.run_dispatches()
+            log = world.remote("log", "--format=%s", "refs/heads/imm/round")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if not runs or runs[0].exit_code != 0:
+        raise SystemExit(f"the round failed under act: {runs[-1].log[-3000:] if runs else ''}")
+    assert world.timeline is not None
+    built = next((t for t, line in world.timeline if STACK_STEP_END.match(line.strip())), None)
+    landed = [t for t, line in world.timeline if INTEGRATED.match(line.strip())]
+    if built is None or not landed:
+        raise SystemExit("the round's log has no stack step or no integration")
+    once = sum(1 for task in tasks if log.count(f"imm({task})") == 1)
+    verify_jobs = sum(1 for job in runs[0].jobs if job.startswith("imm verify "))
+    return max(landed) - built, once, verify_jobs
+
+
+def report_fan_out(size: int, seconds: float, runners: int, repeat: int) -> None:
+    print(
+        f"under act: {size} lanes, each task's own check sleeps {seconds} s "
+        f"({size * seconds:.0f} check-seconds), every runner 2 checks at once"
+    )
+    for name, count in (("one runner", 0), (f"{runners} verify runners", runners)):
+        rounds = [act_fan_out_round(size, seconds, count) for _ in range(repeat)]
+        walls = [wall for wall, _, _ in rounds]
+        print(
+            f"{name:<18} verification {statistics.median(walls):6.1f}s   ("
+            + ", ".join(f"{wall:.1f}" for wall in walls)
+            + ")   landed once: "
+            + ", ".join(str(once) for _, once, _ in rounds)
+            + f" of {size}   verify jobs: "
+            + ", ".join(str(jobs) for _, _, jobs in rounds),
+            flush=True,
+        )
+
+
 def report_act(size: int, seconds: float, repeat: int, baseline_rev: str | None) -> None:
     print(f"under act: {size} lanes, each task's own check sleeps {seconds} s")
     old = baseline_tree(baseline_rev) if baseline_rev else None
@@ -227,7 +301,17 @@ def main() -> int:
     parser.add_argument("--baseline-sizes", default="24", help="'' for none: N² runs")
     parser.add_argument("--baseline-rev", default="29ba8bb")
     parser.add_argument("--act", type=int, help="a round of this many lanes under act instead")
+    parser.add_argument(
+        "--act-fan-out", type=int, metavar="N",
+        help="a round of N lanes under act, verified on --runners verify runners and on one",
+    )  # fmt: skip
+    parser.add_argument("--runners", type=int, default=8)
     args = parser.parse_args()
+    if args.act_fan_out:
+        print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+        report_fan_out(args.act_fan_out, args.seconds, args.runners, args.repeat)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return 0
     if args.act:
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
         # the baseline's shipped files under today's act world: '' for none

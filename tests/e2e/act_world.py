@@ -188,6 +188,11 @@ class ActWorld:
     # long (its runner is lost mid-shard): no verdict of it ever goes up.
     kill_verify_after_s: float | None = None
     killed_verify: list[str] = field(default_factory=list)  # the shards killed
+    # act's --concurrent-jobs (its default: one job per CPU); GitHub runs every job of a
+    # matrix on a runner of its own, side by side
+    concurrent_jobs: int | None = None
+    # (time.monotonic(), line) of every line act wrote, when a benchmark asks for it
+    timeline: list[tuple[float, str]] | None = None
     _act: subprocess.Popen[str] | None = None
     _killed_run: int | None = None
     _cancelled_run: int | None = None
@@ -361,6 +366,8 @@ class ActWorld:
             "--var-file", str(self.root / "empty"), "--input-file", str(self.root / "empty"),
             *stand_in_arguments(),
         ]  # fmt: skip
+        if self.concurrent_jobs is not None:
+            argv += ["--concurrent-jobs", str(self.concurrent_jobs)]
         lines: list[str] = []
         jobs: dict[str, str] = {}
         with (
@@ -386,6 +393,8 @@ class ActWorld:
                 assert process.stdout is not None
                 for line in process.stdout:
                     lines.append(line)
+                    if self.timeline is not None:
+                        self.timeline.append((time.monotonic(), line))
                     log.write(line)
                     log.flush()
                     self._observe(line, run_id, jobs)

@@ -287,6 +287,7 @@ class _Pass:
         return verdict(decision.state, [])
 
     def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
+        loaded = state
         state = self._take_verdicts(state)
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
@@ -296,7 +297,7 @@ class _Pass:
         stale = self._stale_lane_refs(state, admitted)
         if self.request.fan_out is not None:
             state = self._fanned_out(state, self.request.fan_out, unverified)
-        stale += self._verify_ref(state)
+        stale += self._verify_ref(loaded, state)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -371,9 +372,12 @@ class _Pass:
         self.ports.log(shard_line(fanned))
         return state.model_copy(update={"verifying": fanned})
 
-    def _verify_ref(self, state: BatchRunState) -> list[RefUpdate]:
+    def _verify_ref(self, before: BatchRunState, state: BatchRunState) -> list[RefUpdate]:
         """The round's verify ref follows `verifying`: the top candidate while verify jobs run
-        it, gone once its verdicts are taken."""
+        it, gone once its verdicts are taken (moved in the state's own CAS, so the two never
+        disagree: a batch that never fanned out reads no ref for it)."""
+        if before.verifying is None and state.verifying is None:
+            return []
         ref = verify_ref(state.batch_id)
         old = self.ports.refs.read([ref])[ref]
         new = state.verifying.top if state.verifying is not None else None
