@@ -228,6 +228,7 @@ def act_fan_out_round(size: int, seconds: float, runners: int) -> tuple[float, i
         ):
             world = ActWorld(root / "world", root / "home", host, github)
             world.concurrent_jobs = 2 * size + 16
+            world.act_timeout_s = 3600
             world.timeline = []
             world.create(tasks, "round", checks=checks, config=config)
             world.dispatch({"initiative": "round", "max_parallel": str(size)})

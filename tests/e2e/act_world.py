@@ -191,6 +191,7 @@ class ActWorld:
     # act's --concurrent-jobs (its default: one job per CPU); GitHub runs every job of a
     # matrix on a runner of its own, side by side
     concurrent_jobs: int | None = None
+    act_timeout_s: float = ACT_TIMEOUT_S  # a run still going then is killed (a test hangs no CI)
     # (time.monotonic(), line) of every line act wrote, when a benchmark asks for it
     timeline: list[tuple[float, str]] | None = None
     _act: subprocess.Popen[str] | None = None
@@ -379,7 +380,7 @@ class ActWorld:
             (self.root / f"act-{run_id}.log").open("w", encoding="utf-8") as log,
         ):  # fmt: skip
             self._act, self._killed_run = process, None
-            timer = threading.Timer(ACT_TIMEOUT_S, process.kill)
+            timer = threading.Timer(self.act_timeout_s, process.kill)
             timer.start()
             watching = threading.Event()
             self._lane_jobs.clear()

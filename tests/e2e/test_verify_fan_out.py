@@ -102,6 +102,25 @@ def test_a_verify_job_killed_mid_shard_passes_nothing_and_its_checks_run_again(
     assert _landed(world) == ["a", "c", "d"]
 
 
+def test_a_culprit_found_by_fanned_out_bisection_is_parked_and_the_rest_land(
+    world: ActWorld,
+) -> None:
+    world.behaviour["b"] = "broken"
+    checks = {task: _check(task, 1) for task in TASKS}
+    world.create(TASKS, "shop", checks=checks, config=FAN_OUT)
+    world.dispatch({"initiative": "shop"})
+    [run] = world.run_dispatches()
+    # a's check failed on the top (b below it): its probes on levels 1 to 3 ran on probe jobs
+    assert "imm: verifying 3 bisection probes of the stack up to" in run.log
+    probes = _jobs(run, "imm verify ")
+    assert sum(1 for job in probes if job.endswith("(bisection)")) == 2
+    assert "0 check runs here, 7 on verify runners; bisection found b (a:ok first failed" in run.log
+    children = {child["task_id"]: child for child in world.state()["children"]}
+    assert children["b"]["state"] == "needs_human"
+    assert "batch_integration_check_failed: a:ok failed on candidate" in children["b"]["reason"]
+    assert _landed(world) == ["a", "c", "d"]
+
+
 def test_a_verdict_lane_code_forges_is_never_read(world: ActWorld) -> None:
     world.behaviour.update(a="attack", b="broken")
     checks = {task: _check(task, 1) for task in TASKS}
