@@ -114,10 +114,10 @@ class PassRequest:
     committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
     config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
     # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
-    # the stack job's pass (it runs no check, and records what the stack owes as shards when
-    # that pays), the verdicts the integrate job downloaded, and, for every pass of such a
-    # workflow, whether a batch whose verify jobs lost a shard waits for the next ones
-    # rather than being verified by this pass.
+    # the stack and bisect jobs' pass (it runs no check, and records what the stack owes as
+    # shards when that pays), the verdicts the bisect and integrate jobs downloaded, and, for
+    # every pass of the workflow, that a stack whose round is recorded is left to its verify
+    # jobs rather than verified by this pass.
     fan_out: FanOut | None = None
     verdicts: RoundVerdicts | None = None
     verify_jobs: bool = False
@@ -516,6 +516,7 @@ class _Pass:
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
                 verify=self.verify, memo=self.ports.candidates,
                 config_file=self.request.config_file, reported=self.reported,
+                owe=self.request.fan_out is not None,
             )  # fmt: skip
             self.observed = observed
             chain = observed.chain

@@ -236,6 +236,7 @@ def observe_candidates(
     memo: CandidateMemo | None = None,
     config_file: str = CONFIG_PATH,
     reported: Mapping[str, int] | None = None,
+    owe: bool = False,
 ) -> ObservedStack:
     """Build a candidate for every ready lane, each on the one before (unless it must not
     land), and judge the stack they make (SPEC §5.4, `integrate.stack`) on the batch head:
@@ -257,7 +258,7 @@ def observe_candidates(
     used: dict[tuple[int, str, int], CheckResult] = {}
     owed: tuple[OwedCheck, ...] = ()
     top_commit = None
-    if not verify and stacked:
+    if owe and not verify and stacked:  # the stack job's: what verify jobs may run
         owed = tuple(owed_checks(levels, verifier.cache, reported))
         last = chain[stacked[-1]].build
         top_commit = last.commit if isinstance(last, Candidate) else None
