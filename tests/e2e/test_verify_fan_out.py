@@ -113,7 +113,7 @@ def test_a_culprit_found_by_fanned_out_bisection_is_parked_and_the_rest_land(
     # a's check failed on the top (b below it): its probes on levels 1 to 3 ran on probe jobs
     assert "imm: verifying 3 bisection probes of the stack up to" in run.log
     probes = _jobs(run, "imm verify ")
-    assert sum(1 for job in probes if job.endswith("(bisection)")) == 2
+    assert sum(1 for job in probes if "(bisection)" in job) == 2
     assert "0 check runs here, 7 on verify runners; bisection found b (a:ok first failed" in run.log
     children = {child["task_id"]: child for child in world.state()["children"]}
     assert children["b"]["state"] == "needs_human"
