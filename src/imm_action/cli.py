@@ -595,13 +595,14 @@ def _add_reconcile(sub: argparse._SubParsersAction[_Parser], parents: list[_Pars
     )  # fmt: skip
     rec.add_argument(
         "--fan-out", action="store_true",
-        help="(the stack job on GitHub) run no check: record what the stack owes as shards for "
-        "this run's verify jobs when running it here would take longer than a minute",
+        help="(the stack and bisect jobs on GitHub) run no check: record what the stack owes as "
+        "shards for this run's verify jobs when running it here would take longer than "
+        "verify_fan_out_seconds",
     )  # fmt: skip
     rec.add_argument(
         "--verdicts", default=None, metavar="DIR",
-        help="(the integrate job on GitHub) take the verdict files this run's verify jobs "
-        "uploaded, under DIR, for the checks their shards owed",
+        help="(the bisect and integrate jobs on GitHub) take the verdict files this run's "
+        "verify jobs uploaded, under DIR, for the checks their shards owed",
     )  # fmt: skip
     rec.add_argument(
         "--report", action="store_true",
