@@ -83,7 +83,7 @@ def test_a_verify_job_killed_mid_shard_passes_nothing_and_its_checks_run_again(
     land. They are run again (the bisect job fans what no verdict answered out again), a's
     fails on the stack's top, and bisection parks b."""
     world.behaviour["b"] = "broken"
-    checks = {task: _check(task, 3) for task in TASKS}
+    checks = {task: _check(task, 2) for task in TASKS}
     one_runner = FAN_OUT.replace("verify_runners: 2", "verify_runners: 1")
     world.create(TASKS, "shop", checks=checks, config=one_runner)
     world.kill_verify_after_s = 1.0
@@ -102,26 +102,12 @@ def test_a_verify_job_killed_mid_shard_passes_nothing_and_its_checks_run_again(
     assert _landed(world) == ["a", "c", "d"]
 
 
-def test_a_culprit_found_by_fanned_out_bisection_is_parked_and_the_rest_land(
+def test_a_culprit_found_by_fanned_out_bisection_is_parked_and_no_verdict_its_check_forged_counts(
     world: ActWorld,
 ) -> None:
-    world.behaviour["b"] = "broken"
-    checks = {task: _check(task, 1) for task in TASKS}
-    world.create(TASKS, "shop", checks=checks, config=FAN_OUT)
-    world.dispatch({"initiative": "shop"})
-    [run] = world.run_dispatches()
-    # a's check failed on the top (b below it): its probes on levels 1 to 3 ran on probe jobs
-    assert "imm: verifying 3 bisection probes of the stack up to" in run.log
-    probes = _jobs(run, "imm verify ")
-    assert sum(1 for job in probes if "(bisection)" in job) == 2
-    assert "0 check runs here, 7 on verify runners; bisection found b (a:ok first failed" in run.log
-    children = {child["task_id"]: child for child in world.state()["children"]}
-    assert children["b"]["state"] == "needs_human"
-    assert "batch_integration_check_failed: a:ok failed on candidate" in children["b"]["reason"]
-    assert _landed(world) == ["a", "c", "d"]
-
-
-def test_a_verdict_lane_code_forges_is_never_read(world: ActWorld) -> None:
+    """b breaks a's check; a's check, as a's lane wrote it, forges verdict files claiming
+    every check passed wherever it can when it fails (one test for both: a round under act
+    is the suite's dearest part)."""
     world.behaviour.update(a="attack", b="broken")
     checks = {task: _check(task, 1) for task in TASKS}
     checks["a"] = descriptor(["a_attack.py"])
@@ -129,10 +115,15 @@ def test_a_verdict_lane_code_forges_is_never_read(world: ActWorld) -> None:
         TASKS, "shop", checks=checks, config=FAN_OUT, files={"tools/attack.py": FORGING_CHECK}
     )
     world.dispatch({"initiative": "shop"})
-    runs = world.run_dispatches()
-    log = "".join(run.log for run in runs)
-    assert "forged ." in log  # a's check wrote its verdicts into the shard's tree...
-    assert "verdict refused" not in log  # ...and no job that moves the branch read one
+    [run] = world.run_dispatches()
+    # a's check failed on the top (b below it): its probes on levels 1 to 3 ran on probe jobs
+    assert "imm: verifying 3 bisection probes of the stack up to" in run.log
+    probes = _jobs(run, "imm verify ")
+    assert sum(1 for job in probes if "(bisection)" in job) == 2
+    assert "0 check runs here, 7 on verify runners; bisection found b (a:ok first failed" in run.log
+    assert "forged . " in run.log  # a's check wrote its verdicts into the shard's tree...
+    assert "verdict refused" not in run.log  # ...and no job that moves the branch read one
     children = {child["task_id"]: child for child in world.state()["children"]}
     assert children["b"]["state"] == "needs_human"
+    assert "batch_integration_check_failed: a:ok failed on candidate" in children["b"]["reason"]
     assert _landed(world) == ["a", "c", "d"]
