@@ -25,7 +25,7 @@ from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.intent import intent_path
 from imm_action.model.plan import BatchPlan
-from imm_action.model.state import BatchState
+from imm_action.model.state import BatchRunState, BatchState
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
@@ -37,6 +37,7 @@ from imm_action.verify.leftovers import remove_left_by_dead
 from imm_action.workspace import (
     config_path,
     load_config,
+    load_config_at,
     open_repo,
     plan_initiative,
     scopes_of,
@@ -78,6 +79,17 @@ def with_overrides(batch_repo: BatchRepo, **asked: int | None) -> BatchRepo:
     if not update:
         return batch_repo
     return replace(batch_repo, config=batch_repo.config.model_copy(update=update))
+
+
+def planned_config(batch_repo: BatchRepo, state: BatchRunState, fallback: str | None) -> RepoConfig:
+    """The config the batch was planned with (its `lane_setup`, `executor_env`, committer,
+    sandbox, `verify_parallel`): never the user's working tree, never a lane's (ADR 0034).
+    A job's clone that does not hold the plan's commit reads it at `fallback`, a commit whose
+    config no lane of the batch could change (`lane_touches_plan`), else keeps the checkout's."""
+    # read through the object reader the lane reads its intent with: no process of its own
+    present = batch_repo.repo.commit_if_present(state.judged_at) is not None
+    at = state.judged_at if present else fallback
+    return batch_repo.config if at is None else load_config_at(batch_repo.root, at).config
 
 
 def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:

@@ -16,7 +16,13 @@ from imm_action.actions.runtime import (
     write_outputs,
 )
 from imm_action.actions.summary import lane_summary
-from imm_action.batches.repo import BatchRepo, check_place, committer_of, open_batch_repo
+from imm_action.batches.repo import (
+    BatchRepo,
+    check_place,
+    committer_of,
+    open_batch_repo,
+    planned_config,
+)
 from imm_action.console import CommandIO
 from imm_action.credentials import token
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, UsageError
@@ -33,12 +39,11 @@ from imm_action.lanes.handoff import (
 )
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
-from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchRunState, ChildState, Lane
 from imm_action.passes.observe import plan_paths
 from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
-from imm_action.workspace import config_path, load_config_at
+from imm_action.workspace import config_path
 
 
 @dataclass(frozen=True)
@@ -111,17 +116,6 @@ def _git_dir(batch_repo: BatchRepo) -> Path:
     return Path(batch_repo.repo.git.output(["rev-parse", "--absolute-git-dir"]).strip())
 
 
-def _planned_config(batch_repo: BatchRepo, state: BatchRunState, lane: Lane) -> RepoConfig:
-    """The config the batch was planned with (its `lane_setup`, `executor_env`, committer):
-    never the user's working tree, never a lane's (ADR 0034). A lane job's shallow clone may
-    not hold the plan's commit; its lane base then serves, whose config no lane of the batch
-    could change (`lane_touches_plan`)."""
-    # read through the object reader the lane reads its intent with: no process of its own
-    present = batch_repo.repo.commit_if_present(state.judged_at) is not None
-    at = state.judged_at if present else lane.base_head
-    return load_config_at(batch_repo.root, at).config
-
-
 def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]:
     stored = StateStore(refs).load(args.batch_id)
     if stored is None:
@@ -138,7 +132,7 @@ def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]
 def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) -> int:
     state, lane = _admitted_lane(args, refs)
     child = next(c for c in state.children if c.task_id == args.task_id)
-    batch_repo = replace(batch_repo, config=_planned_config(batch_repo, state, lane))
+    batch_repo = replace(batch_repo, config=planned_config(batch_repo, state, lane.base_head))
     executor = args.executor or batch_repo.config.executor
     if not executor:
         raise UsageError("no executor: pass --executor or set executor in .github/imm.yml")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
 from imm_action.actions.summary import shard_summary
-from imm_action.batches.repo import BatchRepo, check_place, open_batch_repo
+from imm_action.batches.repo import BatchRepo, check_place, open_batch_repo, planned_config
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
@@ -29,7 +29,6 @@ from imm_action.passes.observe import checks_by_digest
 from imm_action.ports import Ports
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 from imm_action.verify.verdicts import write_verdict
-from imm_action.workspace import load_config_at
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,7 @@ def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, folder: P
     state, fanned, shard = _shard_of(args, batch_repo.refs)
     repo = batch_repo.repo
     # the plan's config (its sandbox, check_setup, verify_parallel), never a candidate's
-    if repo.commit_if_present(state.judged_at) is not None:
-        batch_repo = _with_config_at(batch_repo, state.judged_at)
+    batch_repo = replace(batch_repo, config=planned_config(batch_repo, state, None))
     known = checks_by_digest(repo, state)
     by_tree: dict[str, list[Check]] = {}
     for owed in shard.checks:
@@ -113,10 +111,6 @@ def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, folder: P
     return EXIT_OK
 
 
-def _with_config_at(batch_repo: BatchRepo, commit: str) -> BatchRepo:
-    return replace(batch_repo, config=load_config_at(batch_repo.root, commit).config)
-
-
 def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRound, VerifyShard]:
     stored = StateStore(refs).load(args.batch_id)
     if stored is None:
@@ -129,7 +123,8 @@ def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRo
         raise UsageError(
             f"batch {args.batch_id} has shards 1 to {len(fanned.shards)}, not {args.shard}"
         )
-    top = refs.read([verify_ref(state.batch_id)])[verify_ref(state.batch_id)]
+    ref = verify_ref(state.batch_id)
+    top = refs.read([ref])[ref]
     if top != fanned.top:
         raise UsageError(
             f"the verify ref of batch {args.batch_id} is at {top or 'nothing'}, not at the "
