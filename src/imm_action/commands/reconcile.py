@@ -62,9 +62,10 @@ class ReconcileArgs:
     given_as: str | None = None
     # The integrate job on GitHub: lane jobs' bundles (downloaded artifacts) to import first.
     lane_bundles: Path | None = None
-    # The stack job on GitHub: fan what the stack owes out to this run's verify jobs (issue 32).
+    # The stack and bisect jobs on GitHub: fan what the stack owes out to this run's verify
+    # jobs (issue 32).
     fan_out: bool = False
-    # The integrate job on GitHub: the verdict files this run's verify jobs uploaded.
+    # The bisect and integrate jobs on GitHub: the verdict files this run's verify jobs uploaded.
     verdicts: Path | None = None
 
 
@@ -162,13 +163,13 @@ def _verify_jobs(
     args: ReconcileArgs, batch_repo: BatchRepo, github_run: GitHubRun | None
 ) -> dict[str, Any]:
     """What a pass of the shipped workflow knows of its verify jobs (decision 0054): every
-    pass on GitHub leaves a stack whose verify jobs lost a shard to the next ones; the stack
-    job fans out; the integrate job takes the verdicts."""
+    pass on GitHub leaves a stack whose round is recorded to its verify jobs; the stack and
+    bisect jobs fan out; the bisect and integrate jobs take the verdicts."""
     if github_run is None and not (args.fan_out or args.verdicts):
         return {}
     run_id = github_run.run_id if github_run is not None else _run_id_from_environment()
-    workers = batch_repo.config.verify_parallel or default_workers().floor
     config = batch_repo.config
+    workers = config.verify_parallel or default_workers().floor
     rules = FanOutRules(config.verify_runners, workers, config.verify_fan_out_seconds * 1000)
     found: dict[str, Any] = {"verify_jobs": True}
     if args.fan_out:

@@ -102,9 +102,8 @@ def accept_verdicts(
     has no accepted verdict from it or from a later stage's shard (which runs what a stage 1
     job that died left)."""
     results: dict[tuple[str, str], CheckResult] = {}
-    refused: list[str] = []
     expected = {verdict_artifact(batch_id, verify.run_id, s.index): s for s in verify.shards}
-    refused += [
+    refused = [
         f"{name}: not a verify job of run {verify.run_id} for batch {batch_id}"
         for name in sorted(files)
         if name not in expected

@@ -91,8 +91,11 @@ class ShardVerdict(StrictModel):
     verdicts: Annotated[list[CheckVerdict], Field(max_length=MAX_SHARD_CHECKS)]
 
 
+VERDICT_ARTIFACT_PREFIX: Final = "imm-verdict-"
+
+
 def verdict_artifact(batch_id: str, run_id: int, shard: int) -> str:
-    return f"imm-verdict-{batch_id}-{run_id}-{shard}"
+    return f"{VERDICT_ARTIFACT_PREFIX}{batch_id}-{run_id}-{shard}"
 
 
 def shard_line(verify: VerifyRound) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from imm_action.model.outcome import CheckResult
 from imm_action.model.shard import (
+    VERDICT_ARTIFACT_PREFIX,
     VERDICT_CONTRACT,
     CheckVerdict,
     ShardVerdict,
@@ -16,7 +17,6 @@ from imm_action.model.shard import (
     verdict_artifact,
 )
 
-VERDICT_PREFIX = "imm-verdict-"  # a verdict file is named `<its artifact's name>.json`
 VERDICT_MAX_BYTES = 64 * 1024 * 1024  # larger is not a verdict imm wrote: never read
 
 
@@ -58,10 +58,8 @@ def read_verdict_files(folder: Path) -> dict[str, bytes]:
     found: dict[str, bytes] = {}
     if not folder.is_dir():
         return found
-    candidates = [
-        *folder.glob(f"{VERDICT_PREFIX}*.json"),
-        *folder.glob(f"*/{VERDICT_PREFIX}*.json"),
-    ]
+    pattern = f"{VERDICT_ARTIFACT_PREFIX}*.json"  # a verdict file is named after its artifact
+    candidates = [*folder.glob(pattern), *folder.glob(f"*/{pattern}")]
     for file in sorted(candidates):
         if file.is_symlink() or file.parent.is_symlink() or not file.is_file():
             continue
