@@ -406,16 +406,22 @@ def _cached(cache: ResultCache, levels: Sequence[StackLevel]) -> Ask:
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult] | None:
         found: dict[tuple[int, str], CheckResult] = {}
         for probe in probes:
-            tree = levels[probe.level].tree
-            digest = probe.check.digest
-            result = cache.get_again(tree, digest, probe.again) if probe.again else None
-            result = result if probe.again else cache.get(tree, digest)
+            result = _cached_result(cache, levels, probe)
             if result is None:
                 return None
             found[(probe.level, probe.check.digest)] = result
         return found
 
     return ask
+
+
+def _cached_result(
+    cache: ResultCache, levels: Sequence[StackLevel], probe: Probe
+) -> CheckResult | None:
+    """A probe's result as the cache knows it: a run on the head afresh (`again`) is only
+    ever its own attempt's."""
+    tree, digest = levels[probe.level].tree, probe.check.digest
+    return cache.get_again(tree, digest, probe.again) if probe.again else cache.get(tree, digest)
 
 
 def owed_checks(
@@ -435,10 +441,7 @@ def owed_checks(
         found: dict[tuple[int, str], CheckResult] = {}
         for probe in probes:
             tree, digest = levels[probe.level].tree, probe.check.digest
-            result = (
-                cache.get_again(tree, digest, probe.again) if probe.again
-                else cache.get(tree, digest)
-            )  # fmt: skip
+            result = _cached_result(cache, levels, probe)
             if result is not None:
                 found[(probe.level, digest)] = result
             elif not probe.again:
