@@ -72,8 +72,10 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     key = f"PRIVATE-KEY-{uuid.uuid4().hex}"
     (home / ".ssh" / "id_ed25519").write_text(key)
     out.mkdir()
+    # spy after plain: had plain landed second, spy's check would be owed again on plain's
+    # move (all the branch holds), and run a third time, by the order the lanes happened to end
     repo = make_project(
-        root / "r", {"spy": [], "plain": []},
+        root / "r", {"spy": ["plain"], "plain": []},
         scopes={"spy": ["spy.txt", "probe.py"]}, checks={"spy": descriptor(["probe.py"])},
     )  # fmt: skip
     (out / "attack.json").write_text(json.dumps(
