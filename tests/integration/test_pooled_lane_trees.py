@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.git.repo import GitRepo
+from imm_action.verify.overlays import memory_path
 from imm_action.verify.trees import checked_out, tidy_pool
 from tests.batch_helpers import current, make_project
 from tests.conftest import descriptor, git
@@ -71,9 +72,18 @@ def _pool_slots(repo: Path) -> list[Path]:
     return slots
 
 
+@pytest.fixture(params=["checkouts", "overlays"])
+def after_tampering(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    """Taken from the pool of whole checkouts, or as overlays over its base (ADR 0055): the
+    same attacks, the same clean trees."""
+    return _run_bad_then_good(tmp_path, {"IMM_TREES": str(request.param)})
+
+
 @pytest.fixture
-def after_tampering(tmp_path: Path) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
-    return _run_bad_then_good(tmp_path)
+def after_tampering_in_slots(tmp_path: Path) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
+    return _run_bad_then_good(tmp_path, {"IMM_TREES": "checkouts"})
 
 
 def test_the_next_lane_in_a_tampered_tree_sees_exactly_its_lane_base(
@@ -110,10 +120,12 @@ def test_only_the_next_lanes_own_change_lands_and_its_checks_see_a_clean_tree(
     assert git(repo, "diff", "--name-only", "main", "imm/init").split() == ["good.txt"]
 
 
+@pytest.mark.parametrize("trees", ["checkouts", "overlays"])
 def test_a_slot_whose_index_an_executor_wrote_is_rebuilt_before_the_next_lane(
-    tmp_path: Path,
+    tmp_path: Path, trees: str
 ) -> None:
-    repo, out, _ = _run_bad_then_good(tmp_path, {"IMM_TEST_INDEX_ATTACK": "1"})
+    attack = {"IMM_TEST_INDEX_ATTACK": "1", "IMM_TREES": trees}
+    repo, out, _ = _run_bad_then_good(tmp_path, attack)
     report = json.loads((out / "good.json").read_text())
     assert report["after_bad"]
     assert report["cwd"] == (out / "bad.cwd").read_text()
@@ -124,9 +136,9 @@ def test_a_slot_whose_index_an_executor_wrote_is_rebuilt_before_the_next_lane(
 
 
 def test_no_executor_repository_or_prompt_is_left_in_the_pool_when_imm_run_returns(
-    after_tampering: tuple[Path, Path, subprocess.CompletedProcess[str]],
+    after_tampering_in_slots: tuple[Path, Path, subprocess.CompletedProcess[str]],
 ) -> None:
-    repo, _, _ = after_tampering
+    repo, _, _ = after_tampering_in_slots
     slots = _pool_slots(repo)
     assert not [slot for slot in slots if (slot / "tree/.git").exists()]
     assert not [slot for slot in slots if (slot / "prompt.md").exists()]
@@ -139,6 +151,7 @@ def test_trees_held_by_a_sigkilled_run_are_taken_back_clean_by_the_next_run(
     behaviour = tmp_path / "behaviour.json"
     behaviour.write_text(json.dumps({"a": "sleep:30", "b": "sleep:30"}))
     monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    monkeypatch.setenv("IMM_TREES", "checkouts")  # slots, not overlays (ADR 0055)
     repo = make_project(tmp_path / "r", {"a": [], "b": []})
     process = subprocess.Popen(
         imm_run_argv(repo),
@@ -226,11 +239,20 @@ def test_an_ignored_file_the_executor_leaves_is_not_seen_by_its_check(
 
 
 def test_a_small_repositorys_trees_leave_the_pool_when_imm_run_returns(
-    after_tampering: tuple[Path, Path, subprocess.CompletedProcess[str]],
+    after_tampering_in_slots: tuple[Path, Path, subprocess.CompletedProcess[str]],
 ) -> None:
-    repo, _, _ = after_tampering
+    repo, _, _ = after_tampering_in_slots
     slots = _pool_slots(repo)
     assert not [slot for slot in slots if (slot / "tree").exists() or (slot / "index").exists()]
+
+
+def test_nothing_of_an_overlay_is_left_when_imm_run_returns(tmp_path: Path) -> None:
+    repo, _, done = _run_bad_then_good(tmp_path, {"IMM_TREES": "overlays"})
+    assert "integrated good" in done.stderr
+    pool = repo / ".git/imm/trees"
+    assert not list(pool.glob("overlay-*"))
+    assert not list(pool.glob("slot-*"))  # no whole checkout was made
+    assert not memory_path(GitRepo(repo)).exists()  # the run's base, in memory, went too
 
 
 def test_trees_of_as_many_files_as_the_threshold_stay_for_the_next_run(tmp_path: Path) -> None:

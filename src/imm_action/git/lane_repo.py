@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,16 +40,23 @@ class LaneRepository:
     user: GitRepo
     work: Path
     index: Path
+    # an overlay tree (verify/overlays.py): where `.git` is written (its upper folder, so the
+    # executor sees it in its tree), what imm's git runs in to see the merged files, and the
+    # paths the executor wrote or removed (None: let `add -A` look at every file)
+    upper: Path | None = None
+    wrapper: tuple[str, ...] = ()
+    written: Callable[[], list[str] | None] | None = None
 
     @property
     def git_dir(self) -> Path:
-        return self.work / ".git"
+        return (self.upper or self.work) / ".git"
 
     def _through_user(self) -> GitRunner:
         """git in the user's repository (its config, which the executor cannot write) with
         the tree as work tree and the slot's index."""
         return GitRunner(
             self.work,
+            wrapper=self.wrapper,
             env={
                 "GIT_DIR": str(self.user.git_directory()),
                 "GIT_WORK_TREE": str(self.work),
@@ -89,7 +97,20 @@ class LaneRepository:
         """The tree of the files as they stand (ignored files stay out), written into the user's
         object store by imm."""
         runner = self._through_user()
-        runner.run(["add", "-A"])
+        paths = None if self.written is None else self.written()
+        if paths is None:
+            runner.run(["add", "-A"])
+        elif paths:
+            # only what the executor wrote: the other files' stat is not even read; a path git
+            # ignores (and does not track) stays out, as `add -A` leaves it
+            literal = {"GIT_LITERAL_PATHSPECS": "1"}
+            ignored = runner.run(
+                ["check-ignore", "-z", "--stdin"], input_text="\0".join(paths), ok_codes=(0, 1)
+            ).stdout.split("\0")
+            kept = sorted(set(paths) - set(ignored))
+            if kept:
+                runner.run(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"],
+                           input_text="\0".join(kept), env=literal)  # fmt: skip
         return runner.output(["write-tree"]).strip()
 
     def executor_head(self) -> str | None:

@@ -101,8 +101,11 @@ class GitRunner:
         env: Mapping[str, str] | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy = RetryPolicy(),
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.repo = repo
+        # what git runs inside (a mount namespace that shows an overlay tree, overlays.py)
+        self._wrapper = tuple(wrapper)
         self._env = dict(env or {})
         self._timeout_s = timeout_s
         self._retry = retry
@@ -145,7 +148,8 @@ class GitRunner:
         *,
         umask: int = -1,
     ) -> GitResult:
-        with _git_argv(args) as argv:
+        with _git_argv(args) as bare:
+            argv = [*self._wrapper, *bare]
             try:
                 done = subprocess.run(
                     argv,
@@ -189,7 +193,8 @@ class GitRunner:
         stdin: BinaryIO | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         """`git <args>` run to its end, its output kept as bytes; a failure raised as git's."""
-        with _git_argv(args) as argv:
+        with _git_argv(args) as bare:
+            argv = [*self._wrapper, *bare]
             try:
                 done = subprocess.run(
                     argv,

@@ -54,11 +54,13 @@ from imm_action.verify.confine import (
     Bind,
     Confined,
     Confinement,
+    Mount,
     named_folders,
 )
 from imm_action.verify.contain import end, start_contained, wait_contained
 from imm_action.verify.failures import check_failures, command_text
-from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree, checked_out
+from imm_action.verify.overlays import OverlayTree, taken_tree
+from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree
 
 REASON_EMPTY = "lane_empty"
 REASON_OUTSIDE_SCOPE = "dirty_outside_scope"
@@ -112,10 +114,11 @@ def run_lane(
     unnameable = [ref for ref in publishes if not repo.can_name(ref)]
     if unnameable:
         raise ImmError(f"lane {spec.task_id}: git cannot name {', '.join(unnameable)}; nothing ran")
-    # A tree of the pool, complete and clean at the lane base whatever its last holder did;
-    # held (flock) until the lane is done, then left for the next holder to move.
-    with checked_out(repo, spec.base_head) as checkout:
-        lane_repo = LaneRepository(repo, checkout.root, checkout.index)
+    # A tree complete and clean at the lane base whatever the last lane did, held until the lane
+    # is done: an overlay over the pool's base where the sandbox mounts one (overlays.py: it
+    # costs the diff from the base), else a slot of the pool, left for the next holder to move.
+    with taken_tree(repo, spec.base_head, confinement, lane=True) as checkout:
+        lane_repo = _lane_repository(repo, checkout)
         lane_repo.create(spec.base_head, lane_branch(spec.slug, spec.task_id))
         lane = _Lane(
             spec, repo, lane_repo, checkout, verifier, log, git_date, masker_for(environment),
@@ -129,12 +132,20 @@ def run_lane(
     return LaneResult(outcome, commit)
 
 
+def _lane_repository(repo: GitRepo, tree: CheckoutTree | OverlayTree) -> LaneRepository:
+    if isinstance(tree, OverlayTree):
+        return LaneRepository(
+            repo, tree.root, tree.index, tree.upper, tree.view_wrapper(), tree.written
+        )
+    return LaneRepository(repo, tree.root, tree.index)
+
+
 @dataclass
 class _Lane:
     spec: LaneSpec
     repo: GitRepo
     lane_repo: LaneRepository
-    checkout: CheckoutTree
+    checkout: CheckoutTree | OverlayTree
     verifier: Verifier
     log: TextIO
     git_date: Callable[[], str]
@@ -221,8 +232,13 @@ class _Lane:
         the user's objects (its repository's alternates) read-only, and the folders of the
         files its (trusted) command line names where a private /tmp would hide them."""
         objects = self.repo.objects_directory()
-        binds = [
-            Bind(self.checkout.root, self.tree_at, writable=True),
+        tree: Mount = (
+            self.checkout.mount(self.tree_at)
+            if isinstance(self.checkout, OverlayTree)
+            else Bind(self.checkout.root, self.tree_at, writable=True)
+        )
+        binds: list[Mount] = [
+            tree,
             Bind(self.home, str(self.home), writable=True),
             Bind(objects, str(objects)),
         ]

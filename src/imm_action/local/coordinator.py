@@ -38,6 +38,7 @@ from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.text import listed, plural
 from imm_action.verify.checks import ResultCache
+from imm_action.verify.overlays import allow_base_in_memory, tidy_overlays
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
 
@@ -99,6 +100,8 @@ class Coordinator:
         log_dir.mkdir(parents=True, exist_ok=True)
         # folders of lanes a SIGKILL ended before they could remove them (lanes/folders.py)
         remove_leftovers(lanes_root(common))
+        # the overlays' base in memory for this run (overlays.py), gone at its end
+        allow_base_in_memory()
         self.lanes = LocalLanes(os.getpid(), launcher, log_dir, self._event)
         self.view = CoordinatorView(running=self.lanes.running)
         self.results = ResultCache()  # check results of this run, kept between passes
@@ -145,6 +148,7 @@ class Coordinator:
                 self.checks.stop()
                 self.lanes.stop_all()
                 tidy_pool(self.batch_repo.repo)
+                tidy_overlays(self.batch_repo.repo)
                 # a small batch's few hundred objects cost git nothing loose; packing them
                 # would cost the run's last tenth of a second
                 self.batch_repo.repo.pack_loose_objects(at_least=LOOSE_OBJECTS_WORTH_A_PACK)

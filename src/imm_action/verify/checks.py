@@ -28,8 +28,9 @@ from imm_action.verify.check_queue import (
 )
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
 from imm_action.verify.confine import Bind, Confinement
+from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.sandbox import Sandbox, run_command
-from imm_action.verify.trees import CheckoutTree, checked_out
+from imm_action.verify.trees import CheckoutTree
 
 
 @dataclass(frozen=True)
@@ -215,9 +216,8 @@ class Verifier:
 
         def open_sandbox(tree: str, stack: contextlib.ExitStack) -> Sandbox:
             folder = stack.enter_context(scratch_folder(self._repo))
-            checkout = stack.enter_context(checked_out(self._repo, tree))
-            sandbox = _check_sandbox(checkout.root, folder, prepared, place.confinement,
-                                     checkout.changed)  # fmt: skip
+            checkout = stack.enter_context(taken_tree(self._repo, tree, place.confinement))
+            sandbox = _check_sandbox(checkout, folder, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             stack.enter_context(checkout.untrusted())
             return sandbox
@@ -313,24 +313,23 @@ class Verifier:
             scratch_folder(self._repo) as scratch,
             contextlib.nullcontext(at)
             if at is not None
-            else checked_out(self._repo, tree) as checkout,
+            else taken_tree(self._repo, tree, place.confinement) as checkout,
         ):
-            sandbox = _check_sandbox(checkout.root, scratch, prepared, place.confinement,
-                                     checkout.changed)  # fmt: skip
+            sandbox = _check_sandbox(checkout, scratch, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
                 return _run_in(sandbox, environment, group)
 
 
 def _check_sandbox(
-    root: Path,
+    tree: CheckoutTree | OverlayTree,
     scratch: Path,
     prepared: Prepared,
     confinement: Confinement,
-    changes: Callable[[tuple[str, ...]], list[str]],
 ) -> Sandbox:
     """A check's sandbox: its tree, a scratch home (or setup's, read-only, with the scratch
     for temp and cache), and what setup left in its tree, at the same place in this one."""
+    root = tree.root
     home = scratch / "home"
     home.mkdir()
     binds: list[Bind] = []
@@ -344,9 +343,12 @@ def _check_sandbox(
             # unconfined: a link the next holder's sweep removes (trees.py)
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(kept, root / name)
-    return Sandbox(root, prepared.home or home, prepared.path_env, changes,
+    overlay = tree if isinstance(tree, OverlayTree) and seen_at is not None else None
+    return Sandbox(root, prepared.home or home, prepared.path_env, tree.changed,
                    confinement=confinement, scratch=home if prepared.home else None,
-                   binds=tuple(binds), network=confinement.check_network)  # fmt: skip
+                   binds=tuple(binds), network=confinement.check_network,
+                   overlay=overlay.mount(seen_at) if overlay and seen_at else None,
+                   entry_kind=overlay.entry_kind if overlay else None)  # fmt: skip
 
 
 def _run_in(

@@ -81,6 +81,24 @@ class Bind:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """A tree seen at `target` as the `lowers` (bottom first) with `upper` on top: what the
+    command writes goes to `upper` (overlays.py)."""
+
+    lowers: tuple[Path, ...]
+    upper: Path
+    work: Path  # overlayfs's own, beside `upper`
+    target: str
+
+    def arguments(self) -> list[str]:
+        sources = [part for lower in self.lowers for part in ("--overlay-src", str(lower))]
+        return [*sources, "--overlay", str(self.upper), str(self.work), self.target]
+
+
+Mount = Bind | Overlay
+
+
+@dataclass(frozen=True)
 class Confinement:
     """How this run's lane code is sandboxed; `bwrap` None: it is not (the log says why)."""
 
@@ -116,7 +134,7 @@ class Confinement:
         argv: Sequence[str],
         env: Mapping[str, str],
         *,
-        binds: Sequence[Bind],
+        binds: Sequence[Mount],
         cwd: str,
         network: bool = True,
         shown: Sequence[str] = (),
@@ -140,7 +158,7 @@ class Confinement:
                 "-I", "-S", _ENV_EXEC_INSIDE, _ENV_INSIDE, *argv]  # fmt: skip
 
     def _layout(
-        self, binds: Sequence[Bind], *, network: bool, shown: Sequence[str] = ()
+        self, binds: Sequence[Mount], *, network: bool, shown: Sequence[str] = ()
     ) -> list[str]:
         args = [
             "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
@@ -174,7 +192,7 @@ class Confinement:
                 args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
         for bind in binds:
             args += _folders_to(bind.target, tmpfs, made)
-            args += ["--bind" if bind.writable else "--ro-bind", str(bind.source), bind.target]
+            args += _mounted(bind)
         return args
 
     def _env_file(self, env: Mapping[str, str]) -> Path:
@@ -251,6 +269,12 @@ def choose_confinement(
             ".github/imm.yml to accept the risk"
         )
     return Confinement(None, f"lane code runs unconfined: {why}")
+
+
+def _mounted(mount: Mount) -> list[str]:
+    if isinstance(mount, Overlay):
+        return mount.arguments()
+    return ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
 
 
 def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
@@ -388,7 +412,7 @@ class Confined:
     it starts."""
 
     confinement: Confinement
-    binds: tuple[Bind, ...]
+    binds: tuple[Mount, ...]
     cwd: str  # inside
     network: bool = True
     shown: tuple[str, ...] = ()  # folders shown read-only beneath what is hidden

