@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from imm_action.git.errors import GitError
 from imm_action.git.repo import GONE_MODE, GitRepo, TreeEntry
 from imm_action.verify.confine import Confinement, Overlay
 from imm_action.verify.trees import (
@@ -336,7 +337,10 @@ def memory_path(repo: GitRepo) -> Path:
 def _fits_in_memory(repo: GitRepo, memory: Path) -> bool:
     """Whether the checkout (its files rounded up to pages, as tmpfs keeps them) takes at most
     a quarter of what /dev/shm and the machine have free."""
-    listing = repo.git.output(["ls-tree", "-r", "-l", "-z", "HEAD"])
+    try:
+        listing = repo.git.output(["ls-tree", "-r", "-l", "-z", "HEAD"])
+    except GitError:  # no HEAD to size: the pool's disk
+        return False
     size = 0
     for record in listing.split("\0"):
         fields = record.split(None, 4)
