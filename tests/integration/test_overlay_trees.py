@@ -8,8 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -262,3 +265,39 @@ def test_lanes_and_checks_take_overlays_in_the_sandbox_and_slots_without_it(
         assert isinstance(taken, OverlayTree)
     with taken_tree(repo, first, Confinement(None, "unconfined")) as taken:
         assert isinstance(taken, CheckoutTree)
+
+
+def test_takers_arriving_while_the_base_is_made_never_wait_on_each_others_work(
+    history: tuple[GitRepo, str, str], bwrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A taker that found no base while the first one made it waits for the making, never for
+    the first one's work over it (which a check may hold for minutes)."""
+    repo, first, _ = history
+    making = threading.Event()
+    move = overlays._move_base
+
+    def slow_move(*args: Any) -> None:
+        making.set()
+        time.sleep(0.3)  # the second taker reads `tree-id` meanwhile: there is none
+        move(*args)
+
+    monkeypatch.setattr(overlays, "_move_base", slow_move)
+    second_in = threading.Event()
+    waited_out: list[bool] = []
+
+    def first_taker() -> None:
+        with overlay_tree(repo, first, bwrap, index=False):
+            # works until the second taker is in: it never is, if it waits for this work
+            waited_out.append(not second_in.wait(timeout=20))
+
+    thread = threading.Thread(target=first_taker)
+    thread.start()
+    try:
+        assert making.wait(timeout=30)
+        with overlay_tree(repo, first, bwrap, index=False) as second:
+            second_in.set()
+            assert second.changed(()) == []
+    finally:
+        second_in.set()
+        thread.join(timeout=30)
+    assert waited_out == [False]

@@ -52,6 +52,7 @@ from imm_action.verify.trees import (
 
 BASE_SLOT = "base"
 BASE_LOCK = "base.lock"
+BASE_MAKE_LOCK = "base.make"
 ON_DISK_MARK = "base-on-disk"  # this run found no room in memory for the base
 MEMORY_ROOT = "/dev/shm"
 PLACE_PREFIX = "overlay-"
@@ -237,7 +238,7 @@ def overlay_tree(
     slot = Path(tempfile.mkdtemp(prefix=PLACE_PREFIX, dir=folder))
     lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # ours: tidy_pool leaves a held one alone
+        fcntl.flock(lock, fcntl.LOCK_EX)  # ours: tidy_overlays leaves a held one alone
         with _held_base(repo, folder, wanted) as (base, base_tree):
             for name in ("upper", "work", "view", "layer"):
                 (slot / name).mkdir(mode=0o700)
@@ -255,34 +256,50 @@ def overlay_tree(
 @contextlib.contextmanager
 def _held_base(repo: GitRepo, folder: Path, wanted: str) -> Iterator[tuple[Path, str]]:
     """The base under a shared lock, with the tree it holds: moved to `wanted` first when it is
-    far from it and nobody else holds it, or made on first use."""
+    far from it and nobody works over it, or made on first use. Every holder works over it
+    with the lock shared; only a move takes it exclusive, so takers never wait on each other."""
     lock = os.open(folder / BASE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        base = _base_place(repo, folder)
-        held = _recorded(base)
-        if held is None or _far(repo, held, wanted):
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if held else 0))
-            except BlockingIOError:
-                pass  # in use: work from a layer over it
-            else:
-                base = _base_place(repo, folder, making=True)
-                held = _recorded(base)
-                if held is None or _far(repo, held, wanted):
-                    _move_base(repo, base, wanted)
         while True:
-            fcntl.flock(lock, fcntl.LOCK_SH)  # a downgrade may let a mover in: read again
+            fcntl.flock(lock, fcntl.LOCK_SH)  # waits only while the base is being moved
             base = _base_place(repo, folder)
             held = _recorded(base)
-            if held is not None:
+            if held is None:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                _make_base(repo, folder, lock, wanted)
+                continue
+            if not _far(repo, held, wanted):
                 break
-            fcntl.flock(lock, fcntl.LOCK_EX)  # someone's move failed half-way, or was tidied
-            base = _base_place(repo, folder, making=True)
-            if _recorded(base) is None:
-                _move_base(repo, base, wanted)
+            try:  # far: moved if nobody works over it (a failed try may drop our shared lock)
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                if _recorded(base) == held:
+                    break  # in use: work from a layer over it
+                continue
+            _move_base(repo, _base_place(repo, folder, making=True), wanted)
         yield base, held
     finally:
         os.close(lock)
+
+
+def _make_base(repo: GitRepo, folder: Path, lock: int, wanted: str) -> None:
+    """The base made, by one taker at a time (the others wait for it on `base.make`, holding
+    nothing of `base.lock`, so the maker's exclusive lock waits on nobody's work)."""
+    maker = os.open(folder / BASE_MAKE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(maker, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        if _recorded(_base_place(repo, folder)) is None:
+            # nobody works over a base that is not there: the exclusive lock waits only on
+            # takers reading, as this one did, that it is not
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            base = _base_place(repo, folder, making=True)
+            if _recorded(base) is None:
+                _move_base(repo, base, wanted)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        os.close(maker)
 
 
 def _base_place(repo: GitRepo, folder: Path, *, making: bool = False) -> Path:
