@@ -301,3 +301,16 @@ def test_takers_arriving_while_the_base_is_made_never_wait_on_each_others_work(
         second_in.set()
         thread.join(timeout=30)
     assert waited_out == [False]
+
+
+def test_a_base_someone_works_over_is_never_tidied_and_a_small_idle_one_goes(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, _ = history
+    with overlay_tree(repo, first, bwrap) as overlay:
+        base = overlay.base.parent
+        tidy_overlays(repo)
+        assert overlays._recorded(base) == _tree(repo, first)
+        assert _tree_of_view(overlay, tmp_path) == _tree(repo, first)
+    tidy_overlays(repo)  # a few files: made again in milliseconds, not worth keeping
+    assert not base.exists()

@@ -43,8 +43,11 @@ from imm_action.git.errors import GitError
 from imm_action.git.repo import GONE_MODE, GitRepo, TreeEntry
 from imm_action.verify.confine import Confinement, Overlay
 from imm_action.verify.trees import (
+    KEEP_TREES_FROM_FILES,
     CheckoutTree,
     checked_out,
+    free_to_take,
+    index_entries,
     move_slot,
     pool_folder,
     remove_tree,
@@ -372,33 +375,26 @@ def _fits_in_memory(repo: GitRepo, memory: Path) -> bool:
     return size * 4 <= room
 
 
-def tidy_overlays(repo: GitRepo) -> None:
-    """At the end of a run: the folders of overlays whose holder died, and the base when it
-    lies in memory (the next run makes it again in about a second per 100,000 files)."""
+def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
+    """At the end of a run: the folders of overlays whose holder died; the base when it lies in
+    memory (the next run makes it again in about a second per 100,000 files), or in the pool
+    with fewer files than are worth keeping (decision 0030)."""
+    threshold = KEEP_TREES_FROM_FILES if keep_from_files is None else keep_from_files
     folder = pool_folder(repo)
     for place in sorted(folder.glob(f"{PLACE_PREFIX}*")):
-        lock = os.open(place / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue
-        else:
-            remove_tree(place)
-        finally:
-            os.close(lock)
-    lock = os.open(folder / BASE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pass
-    else:
+        with free_to_take(place / "lock") as free:
+            if free:
+                remove_tree(place)
+    with free_to_take(folder / BASE_LOCK) as free:
+        if not free:
+            return
         memory = _memory_folder(repo)
-        if memory is not None:
-            (memory / "tree-id").unlink(missing_ok=True)  # first: a half-removed base is none
-            remove_tree(memory)
+        on_disk = folder / BASE_SLOT
+        small = index_entries(on_disk / "index") < threshold
+        for base in ([memory] if memory is not None else []) + ([on_disk] if small else []):
+            (base / "tree-id").unlink(missing_ok=True)  # first: a half-removed base is none
+            remove_tree(base)
         (folder / ON_DISK_MARK).unlink(missing_ok=True)
-    finally:
-        os.close(lock)
 
 
 def _far(repo: GitRepo, held: str, wanted: str) -> bool:

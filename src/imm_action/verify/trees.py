@@ -303,32 +303,38 @@ def tidy_pool(repo: GitRepo, keep_from_files: int | None = None) -> None:
     a pool of ten of them would only fill `.git`."""
     threshold = KEEP_TREES_FROM_FILES if keep_from_files is None else keep_from_files
     folder = pool_folder(repo)
-    slots = sorted(folder.glob("slot-*"))
-    if (folder / "base").is_dir():  # the overlays' base (overlays.py): kept or dropped alike
-        slots.append(folder / "base")
-    for slot in slots:
+    for slot in sorted(folder.glob("slot-*")):
         if slot.is_symlink() or not slot.is_dir():
             remove_tree(slot)
             continue
-        lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with free_to_take(slot / "lock") as free:
+            if free:
+                with contextlib.suppress(OSError):
+                    checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot)
+                    _real_folder(checkout.root)
+                    checkout.drop_lane()
+                    if index_entries(checkout.index) < threshold:
+                        remove_tree(checkout.root)
+                        remove_tree(checkout.index)
+
+
+@contextlib.contextmanager
+def free_to_take(lock_path: Path) -> Iterator[bool]:
+    """Whether nobody held the lock file at `lock_path`: then it is held exclusively through
+    the block."""
+    lock = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            continue
+            yield False
         else:
-            with contextlib.suppress(OSError):
-                checkout = CheckoutTree(slot / "tree", slot / "index", repo, slot)
-                _real_folder(checkout.root)
-                checkout.drop_lane()
-                if _index_entries(checkout.index) < threshold:
-                    remove_tree(slot / "tree-id")  # a base then holds no tree
-                    remove_tree(checkout.root)
-                    remove_tree(checkout.index)
-        finally:
-            os.close(lock)
+            yield True
+    finally:
+        os.close(lock)
 
 
-def _index_entries(index: Path) -> int:
+def index_entries(index: Path) -> int:
     """The number of entries a git index holds (its header: `DIRC`, version, count); 0 for
     anything that is no index."""
     try:
