@@ -20,8 +20,10 @@ tree, what was whited out). imm's own git runs on the merged view in a mount nam
 own (`view_wrapper`), which stats every file once: the base's index stat data holds through the
 overlay for every file the layer does not replace.
 
-The base moves to the tree asked for only when nobody holds it (a shared `flock` per holder;
-moving takes it exclusive), so a busy pool works from layers and an idle one catches up.
+The base moves to the tree asked for only when the layer would be big (`MOVE_BASE_FROM_PATHS`)
+and nobody holds it (a shared `flock` per holder; moving takes it exclusive), so a busy pool
+works from layers and an idle one catches up. `imm run` keeps it in memory (/dev/shm) when it
+fits, and removes it at its end; elsewhere it lies in the pool.
 """
 
 from __future__ import annotations
