@@ -125,8 +125,10 @@ def test_through_sudo_lane_code_runs_as_imms_user_and_finds_no_token_key_or_othe
         (home / ".ssh" / "id_ed25519").write_text("PRIVATE-KEY-SUDO")
         out.mkdir()
         shutil.copy(PROBE_SOURCE, root / "probe_executor.py")
+        # spy after plain: had plain landed second, spy's check would be owed again on plain's
+        # move (all the branch holds) and run a third time, by which lane happened to end first
         repo = make_project(
-            root / "r", {"spy": [], "plain": []}, scopes={"spy": ["spy.txt", "probe.py"]},
+            root / "r", {"spy": ["plain"], "plain": []}, scopes={"spy": ["spy.txt", "probe.py"]},
             checks={"spy": descriptor(["probe.py"])},
             extra_files={".github/imm.yml": "sandbox: sudo\n"},
         )  # fmt: skip
