@@ -132,6 +132,10 @@ class Coordinator:
         finally:
             self.checks.stop()
             self.place.close()
+            # the base in memory goes however the run ends (an interrupt, an error); one a lane
+            # still holds stays for the next run's end
+            with contextlib.suppress(OSError, GitError):
+                tidy_overlays(self.batch_repo.repo)
 
     def _run(self) -> BatchRunState:
         self._say_if_resuming()
