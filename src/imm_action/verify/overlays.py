@@ -512,11 +512,12 @@ def _upper_entries(upper: Path) -> tuple[set[str], set[str]]:
 
 
 def _opaque(folder: str) -> bool:
-    with contextlib.suppress(OSError):
-        for name in ("user.overlay.opaque", "trusted.overlay.opaque"):
-            with contextlib.suppress(OSError):
-                if os.getxattr(folder, name, follow_symlinks=False) == b"y":
-                    return True
+    """Whether overlayfs marked `folder` opaque (removed and made again): `user.` where the
+    sandbox mounted it, `trusted.` where root did."""
+    for name in ("user.overlay.opaque", "trusted.overlay.opaque"):
+        with contextlib.suppress(OSError):
+            if os.getxattr(folder, name, follow_symlinks=False) == b"y":
+                return True
     return False
 
 
