@@ -75,3 +75,14 @@ def test_credential_files_of_the_home_are_hidden_where_they_exist(tmp_path: Path
     assert str(tmp_path / ".aws") in hidden
     assert str(tmp_path / ".git-credentials") in hidden
     assert str(tmp_path / ".kube") not in hidden  # absent: nothing to hide
+
+
+def test_the_runners_temp_folder_is_hidden_where_imm_writes_a_verify_jobs_verdict(
+    tmp_path: Path,
+) -> None:
+    """A verify job's verdict is written in $RUNNER_TEMP (ADR 0054): a check that saw the folder
+    could leave a file there for the upload step."""
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    hidden = hidden_paths([], tmp_path / "home", {"RUNNER_TEMP": str(runner_temp)})
+    assert str(runner_temp.resolve()) in hidden
