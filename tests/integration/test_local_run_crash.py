@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.git.repo import GitRepo
+from imm_action.verify.overlays import memory_path
 from tests.batch_helpers import current, make_project
 from tests.conftest import git
 from tests.integration.test_local_run import imm_run_argv
@@ -84,12 +86,18 @@ def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
         seen.append(line)
         if " started (log: " in line:
             break
+    base_in_memory = memory_path(GitRepo(repo))
+    deadline = time.monotonic() + 30
+    while not base_in_memory.is_dir() and time.monotonic() < deadline:
+        time.sleep(0.05)  # a lane has its tree: the run's base is made, in memory
+    assert base_in_memory.is_dir()
     time.sleep(0.3)
     os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
     _, rest = process.communicate(timeout=30)
     err = "".join(seen) + rest
     assert process.returncode == 130
     assert "the batch is saved — resume it with: " in err
+    assert not base_in_memory.exists()  # removed once the lanes, which held it, ended
     assert (
         not git(repo, "worktree", "list", "--porcelain").count("worktree ") > 1
     )  # lanes cleaned up

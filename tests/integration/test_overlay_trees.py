@@ -5,6 +5,7 @@ nobody works over it. Real git, the real sandbox (bubblewrap's overlay), real pr
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,14 @@ from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.repo import GitRepo
 from imm_action.verify import overlays
 from imm_action.verify.confine import Confinement, bwrap_path, choose_confinement
-from imm_action.verify.overlays import OverlayTree, overlay_tree, taken_tree, tidy_overlays
+from imm_action.verify.overlays import (
+    OverlayTree,
+    bases_in_memory,
+    memory_path,
+    overlay_tree,
+    taken_tree,
+    tidy_overlays,
+)
 from imm_action.verify.trees import CheckoutTree
 from tests.conftest import git, make_repo, write_files
 
@@ -224,15 +232,66 @@ def test_a_base_left_half_moved_by_a_dead_process_is_made_again(
 
 
 def test_the_base_lies_in_memory_for_imm_run_and_goes_at_its_end(
-    history: tuple[GitRepo, str, str], bwrap: str, monkeypatch: pytest.MonkeyPatch
+    history: tuple[GitRepo, str, str], bwrap: str
 ) -> None:
     repo, first, _ = history
-    monkeypatch.setitem(overlays._MEMORY, "allowed", True)
-    with overlay_tree(repo, first, bwrap) as overlay:
+    with bases_in_memory(), overlay_tree(repo, first, bwrap) as overlay:
         base = overlay.base.parent
         assert base.is_relative_to(overlays.MEMORY_ROOT)
         assert (base.parent.stat().st_mode & 0o777) == 0o700
     tidy_overlays(repo)
+    assert not base.exists()
+
+
+def test_outside_a_run_the_base_lies_in_the_pool_even_after_one(
+    history: tuple[GitRepo, str, str], bwrap: str
+) -> None:
+    """A command after `imm run` in the same process (as tests drive it) makes no base in
+    memory: nothing would remove it."""
+    repo, first, _ = history
+    with bases_in_memory():
+        pass
+    with overlay_tree(repo, first, bwrap) as overlay:
+        assert not overlay.base.is_relative_to(overlays.MEMORY_ROOT)
+    assert not memory_path(repo).exists()
+
+
+def test_a_memory_base_whose_run_was_killed_goes_when_the_next_run_begins(
+    history: tuple[GitRepo, str, str], bwrap: str
+) -> None:
+    repo, first, _ = history
+    script = (
+        "import os, pathlib\n"
+        "from imm_action.git.repo import GitRepo\n"
+        "from imm_action.verify.overlays import bases_in_memory, overlay_tree\n"
+        f"repo = GitRepo(pathlib.Path({str(repo.path)!r}))\n"
+        f"with bases_in_memory(), overlay_tree(repo, {first!r}, {bwrap!r}):\n"
+        "    os._exit(9)  # as a SIGKILL: nothing tidies\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False)
+    assert done.returncode == 9
+    assert memory_path(repo).is_dir()
+    with bases_in_memory():  # another `imm run`, of any repository
+        assert not memory_path(repo).exists()
+
+
+def test_a_memory_base_of_a_live_run_or_held_by_a_process_outliving_its_run_stays(
+    history: tuple[GitRepo, str, str], bwrap: str, tmp_path: Path
+) -> None:
+    repo, first, _ = history
+    with bases_in_memory():
+        with overlay_tree(repo, first, bwrap) as overlay:
+            base = overlay.base.parent
+        with bases_in_memory():  # another run begins while this one lives, between tasks
+            assert overlays._recorded(base) == _tree(repo, first)
+        with overlay_tree(repo, first, bwrap) as overlay:
+            # the record now names a run that died; this process still works over the base
+            record = json.loads((base / overlays.RUN_RECORD).read_text())
+            (base / overlays.RUN_RECORD).write_text(json.dumps({**record, "run": "1:0"}))
+            overlays.sweep_memory_bases()
+            assert overlays._recorded(base) == _tree(repo, first)
+            assert _tree_of_view(overlay, tmp_path) == _tree(repo, first)
+    overlays.sweep_memory_bases()  # held by nobody now
     assert not base.exists()
 
 

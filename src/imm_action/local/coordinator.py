@@ -38,7 +38,7 @@ from imm_action.passes.driver import PassRequest, PassResult, reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.text import listed, plural
 from imm_action.verify.checks import ResultCache
-from imm_action.verify.overlays import allow_base_in_memory, tidy_overlays
+from imm_action.verify.overlays import bases_in_memory, tidy_overlays
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
 
@@ -100,8 +100,6 @@ class Coordinator:
         log_dir.mkdir(parents=True, exist_ok=True)
         # folders of lanes a SIGKILL ended before they could remove them (lanes/folders.py)
         remove_leftovers(lanes_root(common))
-        # the overlays' base in memory for this run (overlays.py), gone at its end
-        allow_base_in_memory()
         self.lanes = LocalLanes(os.getpid(), launcher, log_dir, self._event)
         self.view = CoordinatorView(running=self.lanes.running)
         self.results = ResultCache()  # check results of this run, kept between passes
@@ -127,15 +125,16 @@ class Coordinator:
     def run(self) -> BatchRunState:
         """Drive the batch until nothing is in flight and nothing can start."""
         try:
-            self.place.prepared(self.batch_repo.repo)
-            return self._run()
+            # the overlays' base lies in memory for this run (overlays.py), gone at its end
+            with bases_in_memory():
+                self.place.prepared(self.batch_repo.repo)
+                return self._run()
         finally:
             self.checks.stop()
             self.place.close()
-            # the base in memory goes however the run ends (an interrupt, an error); one a lane
-            # still holds stays for the next run's end
-            with contextlib.suppress(OSError, GitError):
-                tidy_overlays(self.batch_repo.repo)
+            # the base in memory goes however the run ends (an error); after Ctrl-C the lanes
+            # still hold it here, and `interrupt` removes it once they ended
+            self._tidy_overlays()
 
     def _run(self) -> BatchRunState:
         self._say_if_resuming()
@@ -196,6 +195,11 @@ class Coordinator:
         """Ctrl-C: end the running lanes cleanly; the next `imm run` resumes the batch."""
         self.checks.stop()
         self.lanes.stop_all()
+        self._tidy_overlays()
+
+    def _tidy_overlays(self) -> None:
+        with contextlib.suppress(OSError, GitError):
+            tidy_overlays(self.batch_repo.repo)
 
     # -- passes and lanes ------------------------------------------------------------------
     def _pass(self) -> PassResult:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -59,6 +60,7 @@ BASE_SLOT = "base"
 BASE_LOCK = "base.lock"
 BASE_MAKE_LOCK = "base.make"
 ON_DISK_MARK = "base-on-disk"  # this run found no room in memory for the base
+RUN_RECORD = "run.json"  # beside a memory base's files: its repository, the run using it
 MEMORY_ROOT = "/dev/shm"
 PLACE_PREFIX = "overlay-"
 _LINK_MODE = "120000"
@@ -314,40 +316,131 @@ def _base_place(repo: GitRepo, folder: Path, *, making: bool = False) -> Path:
     the pool. `making`: the caller holds the lock exclusively and may choose."""
     memory = _memory_folder(repo)
     if memory is not None and memory.is_dir():
+        _claim(memory, repo)
         return memory
     on_disk = folder / BASE_SLOT
     if making and memory is not None and not (folder / ON_DISK_MARK).exists():
         if _fits_in_memory(repo, memory):
             memory.mkdir(mode=0o700)
+            _claim(memory, repo)
             return memory
         (folder / ON_DISK_MARK).touch()  # decided for this run
     on_disk.mkdir(mode=0o700, exist_ok=True)
     return on_disk
 
 
-def allow_base_in_memory() -> None:
-    """This process (`imm run`'s, and the lanes it forks) keeps the base in memory when it fits,
-    and removes it at its end (`tidy_overlays`). Elsewhere (a runner of GitHub's, where nobody
-    would remove it) the base lies in the pool."""
-    _MEMORY["allowed"] = True
+@contextlib.contextmanager
+def bases_in_memory() -> Iterator[None]:
+    """While the block runs (`imm run`, and the lanes and checks it forks), the base lies in
+    memory when it fits; `imm run` removes it at its end (`tidy_overlays`). Outside it (a
+    runner of GitHub's, where nobody would remove it; any other command) the base lies in the
+    pool. First, the bases in memory whose run died go (`sweep_memory_bases`)."""
+    previous = dict(_MEMORY)
+    _MEMORY.update(allowed=True, run=_process_identity(os.getpid()))
+    try:
+        sweep_memory_bases()
+        yield
+    finally:
+        _MEMORY.clear()
+        _MEMORY.update(previous)
 
 
-_MEMORY = {"allowed": False}
+# `run`: the `imm run` process the bases made in memory belong to (pid and start time)
+_MEMORY: dict[str, object] = {"allowed": False, "run": None}
+
+
+def _memory_root(*, make: bool) -> Path | None:
+    """`/dev/shm/imm-<uid>`, when /dev/shm is there and the folder is imm's user's alone (never
+    one someone else made for us to write into)."""
+    shm = Path(MEMORY_ROOT)
+    if not shm.is_dir():
+        return None
+    mine = shm / f"imm-{os.getuid()}"
+    if make:
+        with contextlib.suppress(FileExistsError):
+            mine.mkdir(mode=0o700)
+    try:
+        status = os.lstat(mine)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        return None
+    return mine
 
 
 def _memory_folder(repo: GitRepo) -> Path | None:
-    """`/dev/shm/imm-<uid>/<repository>`, when allowed, /dev/shm is there, and the folder above
-    is imm's user's alone (never one someone else made for us to write into)."""
-    shm = Path(MEMORY_ROOT)
-    if not _MEMORY["allowed"] or not shm.is_dir():
-        return None
-    mine = shm / f"imm-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        mine.mkdir(mode=0o700)
-    status = os.lstat(mine)
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+    """`/dev/shm/imm-<uid>/<repository>`, when allowed and the folder above is sound."""
+    if not _MEMORY["allowed"] or _memory_root(make=True) is None:
         return None
     return memory_path(repo)
+
+
+def _process_identity(pid: int) -> str | None:
+    """`<pid>:<start time>` of a live process (a pid alone may be reused), None when none."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = status[status.rfind(")") + 2 :].split()
+    return f"{pid}:{fields[19]}" if len(fields) > 19 else None
+
+
+def _claim(memory: Path, repo: GitRepo) -> None:
+    """The memory base's record names this run (and the repository, whose lock says whether
+    anyone works over it), so that another run's sweep leaves it; written on every take, as a
+    run may take up a base a dead run left."""
+    run = _MEMORY["run"]
+    if not isinstance(run, str):
+        return
+    record = memory / RUN_RECORD
+    text = json.dumps({"git_dir": str(repo.common_directory().resolve()), "run": run})
+    with contextlib.suppress(OSError):
+        if record.read_text(encoding="utf-8") == text:
+            return
+    partial = memory / f"{RUN_RECORD}.{os.getpid()}"
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, record)
+
+
+def _run_record(base: Path) -> tuple[Path, str] | None:
+    """The repository's base lock and the run a memory base's record names; None without one
+    (a base being made, or one of an imm before records)."""
+    try:
+        record = json.loads((base / RUN_RECORD).read_text(encoding="utf-8"))
+        return Path(record["git_dir"]) / "imm" / "trees" / BASE_LOCK, str(record["run"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def sweep_memory_bases() -> None:
+    """The bases in memory whose `imm run` died (a SIGKILL, the machine out of memory) and
+    that nobody works over: each held a checkout in RAM until a reboot. A base whose run lives
+    stays, and so does one a process still holds (a lane that outlived its run)."""
+    mine = _memory_root(make=False)
+    if mine is None:
+        return
+    for base in sorted(mine.iterdir()):
+        found = _run_record(base)
+        if found is None or _alive(found[1]):
+            continue
+        lock = found[0]
+        if not lock.parent.is_dir():  # the repository is gone, and with it every holder
+            _remove_base(base)
+            continue
+        with free_to_take(lock) as free:
+            # read again under the lock: another run may have taken the base up meanwhile
+            if free and _run_record(base) == found:
+                _remove_base(base)
+
+
+def _alive(run: str) -> bool:
+    pid, _, _ = run.partition(":")
+    return pid.isdigit() and _process_identity(int(pid)) == run
+
+
+def _remove_base(base: Path) -> None:
+    (base / "tree-id").unlink(missing_ok=True)  # first: a half-removed base is none
+    remove_tree(base)
 
 
 def memory_path(repo: GitRepo) -> Path:
@@ -390,12 +483,12 @@ def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
     with free_to_take(folder / BASE_LOCK) as free:
         if not free:
             return
-        memory = _memory_folder(repo)
+        # in memory: whatever allows it now (an interrupted run tidies after its block)
+        memory = memory_path(repo) if _memory_root(make=False) is not None else None
         on_disk = folder / BASE_SLOT
         small = index_entries(on_disk / "index") < threshold
         for base in ([memory] if memory is not None else []) + ([on_disk] if small else []):
-            (base / "tree-id").unlink(missing_ok=True)  # first: a half-removed base is none
-            remove_tree(base)
+            _remove_base(base)
         (folder / ON_DISK_MARK).unlink(missing_ok=True)
 
 
