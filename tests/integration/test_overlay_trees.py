@@ -113,6 +113,23 @@ def _tree(repo: GitRepo, commit: str) -> str:
     return repo.git.output(["rev-parse", f"{commit}^{{tree}}"]).strip()
 
 
+def _killed_holding_a_tree(
+    repo: GitRepo, tree: str, bwrap: str, run: str = "contextlib.nullcontext()"
+) -> None:
+    """A process that takes an overlay at `tree` (inside `run`'s block) and dies holding it, as
+    a SIGKILL ends it: nothing of its own tidies."""
+    script = (
+        "import contextlib, os, pathlib\n"
+        "from imm_action.git.repo import GitRepo\n"
+        "from imm_action.verify.overlays import bases_in_memory, overlay_tree\n"
+        f"repo = GitRepo(pathlib.Path({str(repo.path)!r}))\n"
+        f"with {run}, overlay_tree(repo, {tree!r}, {bwrap!r}):\n"
+        "    os._exit(9)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False)
+    assert done.returncode == 9
+
+
 @pytest.fixture(autouse=True)
 def _tidied(history: tuple[GitRepo, str, str]) -> Iterator[None]:
     yield
@@ -260,16 +277,7 @@ def test_a_memory_base_whose_run_was_killed_goes_when_the_next_run_begins(
     history: tuple[GitRepo, str, str], bwrap: str
 ) -> None:
     repo, first, _ = history
-    script = (
-        "import os, pathlib\n"
-        "from imm_action.git.repo import GitRepo\n"
-        "from imm_action.verify.overlays import bases_in_memory, overlay_tree\n"
-        f"repo = GitRepo(pathlib.Path({str(repo.path)!r}))\n"
-        f"with bases_in_memory(), overlay_tree(repo, {first!r}, {bwrap!r}):\n"
-        "    os._exit(9)  # as a SIGKILL: nothing tidies\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], check=False)
-    assert done.returncode == 9
+    _killed_holding_a_tree(repo, first, bwrap, run="bases_in_memory()")
     assert memory_path(repo).is_dir()
     with bases_in_memory():  # another `imm run`, of any repository
         assert not memory_path(repo).exists()
@@ -299,15 +307,7 @@ def test_an_overlay_whose_holder_died_goes_with_the_runs_tidying(
     history: tuple[GitRepo, str, str], bwrap: str
 ) -> None:
     repo, first, _ = history
-    script = (
-        "import os, pathlib\n"
-        "from imm_action.git.repo import GitRepo\n"
-        "from imm_action.verify.overlays import overlay_tree\n"
-        f"with overlay_tree(GitRepo(pathlib.Path({str(repo.path)!r})), {first!r}, {bwrap!r}):\n"
-        "    os._exit(9)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], check=False)
-    assert done.returncode == 9
+    _killed_holding_a_tree(repo, first, bwrap)
     pool = repo.common_directory() / "imm" / "trees"
     assert list(pool.glob(f"{overlays.PLACE_PREFIX}*"))
     tidy_overlays(repo)
