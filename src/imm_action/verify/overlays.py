@@ -37,7 +37,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -246,10 +246,10 @@ def overlay_tree(
     lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # ours: tidy_overlays leaves a held one alone
-        with _held_base(repo, folder, wanted) as (base, base_tree):
+        with _held_base(repo, folder, wanted) as (base, change):
             for name in ("upper", "work", "view", "layer"):
                 (slot / name).mkdir(mode=0o700)
-            write_layer(repo, base_tree, wanted, slot / "layer")
+            write_layer(repo, change, slot / "layer")
             overlay = OverlayTree(repo, wanted, bwrap, base / "tree", base / "index",
                                   slot / "layer", slot)  # fmt: skip
             if index:
@@ -261,10 +261,11 @@ def overlay_tree(
 
 
 @contextlib.contextmanager
-def _held_base(repo: GitRepo, folder: Path, wanted: str) -> Iterator[tuple[Path, str]]:
-    """The base under a shared lock, with the tree it holds: moved to `wanted` first when it is
-    far from it and nobody works over it, or made on first use. Every holder works over it
-    with the lock shared; only a move takes it exclusive, so takers never wait on each other."""
+def _held_base(repo: GitRepo, folder: Path, wanted: str) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The base under a shared lock, with what `wanted` differs in from the tree it holds (the
+    layer, `GitRepo.tree_change`): moved to `wanted` first when that is far and nobody works
+    over it, or made on first use. Every holder works over it with the lock shared; only a
+    move takes it exclusive, so takers never wait on each other."""
     lock = os.open(folder / BASE_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         while True:
@@ -275,8 +276,9 @@ def _held_base(repo: GitRepo, folder: Path, wanted: str) -> Iterator[tuple[Path,
                 fcntl.flock(lock, fcntl.LOCK_UN)
                 _make_base(repo, folder, lock, wanted)
                 continue
-            if not _far(repo, held, wanted):
-                break
+            change = repo.tree_change(held, wanted) if held != wanted else {}
+            if len(change) <= MOVE_BASE_FROM_PATHS:
+                break  # near: a layer costs less than moving the base (a stat of every file)
             try:  # far: moved if nobody works over it (a failed try may drop our shared lock)
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -285,7 +287,7 @@ def _held_base(repo: GitRepo, folder: Path, wanted: str) -> Iterator[tuple[Path,
                     break  # in use: work from a layer over it
                 continue
             _move_base(repo, _base_place(repo, folder, making=True), wanted)
-        yield base, held
+        yield base, change
     finally:
         os.close(lock)
 
@@ -492,12 +494,6 @@ def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
         (folder / ON_DISK_MARK).unlink(missing_ok=True)
 
 
-def _far(repo: GitRepo, held: str, wanted: str) -> bool:
-    """Whether a layer from `held` to `wanted` would be big enough that moving the base (a stat
-    of every file, half a second at 100,000) is worth it: a batch's own commits never are."""
-    return held != wanted and len(repo.tree_change(held, wanted)) > MOVE_BASE_FROM_PATHS
-
-
 def _recorded(base: Path) -> str | None:
     """The tree the base holds, written once its move ended; None while it moves or after a
     move that died."""
@@ -527,10 +523,10 @@ def _index_at(overlay: OverlayTree, wanted: str) -> None:
     )
 
 
-def write_layer(repo: GitRepo, start: str, end: str, layer: Path) -> None:
-    """What `end` differs in from `start` (trees), as files under `layer`: written from the
-    objects, a removed path a whiteout, a path that became a folder a folder over it."""
-    change = repo.tree_change(start, end)
+def write_layer(repo: GitRepo, change: Mapping[str, str], layer: Path) -> None:
+    """`change` (`GitRepo.tree_change`: path -> "mode oid", or gone) as files under `layer`:
+    written from the objects, a removed path a whiteout, a path that became a folder a folder
+    over it."""
     removed = sorted(path for path, value in change.items() if value.startswith(GONE_MODE))
     written = sorted(path for path in change if path not in set(removed))
     for path in removed:
