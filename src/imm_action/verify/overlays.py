@@ -528,7 +528,7 @@ def write_layer(repo: GitRepo, change: Mapping[str, str], layer: Path) -> None:
     written from the objects, a removed path a whiteout, a path that became a folder a folder
     over it."""
     removed = sorted(path for path, value in change.items() if value.startswith(GONE_MODE))
-    written = sorted(path for path in change if path not in set(removed))
+    written = sorted(path for path, value in change.items() if not value.startswith(GONE_MODE))
     for path in removed:
         target = layer / path
         if _under_non_folder(layer, path):
