@@ -132,8 +132,8 @@ class Coordinator:
         finally:
             self.checks.stop()
             self.place.close()
-            # the base in memory goes however the run ends (an error); after Ctrl-C the lanes
-            # still hold it here, and `interrupt` removes it once they ended
+            # overlays left and the base in memory go however the run ends; after Ctrl-C the
+            # lanes still hold the base here, and `interrupt` removes it once they ended
             self._tidy_overlays()
 
     def _run(self) -> BatchRunState:
@@ -150,8 +150,7 @@ class Coordinator:
             if state.batch_state.is_terminal or idle:
                 self.checks.stop()
                 self.lanes.stop_all()
-                tidy_pool(self.batch_repo.repo)
-                tidy_overlays(self.batch_repo.repo)
+                tidy_pool(self.batch_repo.repo)  # the overlays: in `run`'s finally, however it ends
                 # a small batch's few hundred objects cost git nothing loose; packing them
                 # would cost the run's last tenth of a second
                 self.batch_repo.repo.pack_loose_objects(at_least=LOOSE_OBJECTS_WORTH_A_PACK)
