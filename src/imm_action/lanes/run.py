@@ -232,13 +232,8 @@ class _Lane:
         the user's objects (its repository's alternates) read-only, and the folders of the
         files its (trusted) command line names where a private /tmp would hide them."""
         objects = self.repo.objects_directory()
-        tree: Mount = (
-            self.checkout.mount(self.tree_at)
-            if isinstance(self.checkout, OverlayTree)
-            else Bind(self.checkout.root, self.tree_at, writable=True)
-        )
         binds: list[Mount] = [
-            tree,
+            self.checkout.mount(self.tree_at),
             Bind(self.home, str(self.home), writable=True),
             Bind(objects, str(objects)),
         ]

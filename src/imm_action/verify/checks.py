@@ -343,12 +343,15 @@ def _check_sandbox(
             # unconfined: a link the next holder's sweep removes (trees.py)
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(kept, root / name)
-    overlay = tree if isinstance(tree, OverlayTree) and seen_at is not None else None
+    # an overlay's files exist only inside the sandbox: it is mounted there, and a command's
+    # paths are looked up in its git tree
+    overlay, entry_kind = None, None
+    if isinstance(tree, OverlayTree) and seen_at is not None:
+        overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
     return Sandbox(root, prepared.home or home, prepared.path_env, tree.changed,
                    confinement=confinement, scratch=home if prepared.home else None,
                    binds=tuple(binds), network=confinement.check_network,
-                   overlay=overlay.mount(seen_at) if overlay and seen_at else None,
-                   entry_kind=overlay.entry_kind if overlay else None)  # fmt: skip
+                   overlay=overlay, entry_kind=entry_kind)  # fmt: skip
 
 
 def _run_in(

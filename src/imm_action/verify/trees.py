@@ -47,6 +47,7 @@ from pathlib import Path
 
 from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
+from imm_action.verify.confine import Bind
 
 MAX_SLOTS = 64
 # A tree of fewer files is written out in well under a second: not worth keeping between runs.
@@ -84,6 +85,10 @@ class CheckoutTree:
             timeout_s=_CHECKOUT_TIMEOUT_S,
             umask=0 if self.shared else -1,
         ).stdout
+
+    def mount(self, target: str) -> Bind:
+        """The tree seen writable at `target` in the sandbox (an overlay's has layers)."""
+        return Bind(self.root, target, writable=True)
 
     def changed(self, writable: tuple[str, ...]) -> list[str]:
         """Tracked files modified, removed or re-typed since the checkout, outside `writable`
