@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,8 @@ from imm_action.batches.repo import pass_ports, pass_request
 from imm_action.integrate.continuation import Stopped
 from imm_action.passes.driver import reconcile
 from tests.batch_helpers import current, file_check, make_project, open_local, run_pass
-from tests.conftest import git, intent, run_cli
-from tests.integration.test_local_run import EXECUTOR
+from tests.conftest import git, initiative_markdown, intent, run_cli
+from tests.integration.test_local_run import EXECUTOR, imm_run_argv
 
 TASKS = {"a": [], "b": ["a"], "c": ["b"], "d": []}
 # b's check wants text its executor never writes: a wrong descriptor, fixed by a commit.
@@ -240,3 +242,95 @@ def test_a_continuation_makes_no_merge_commit_when_the_base_brings_nothing_new(
     continues = current(repo).state.continues
     assert continues is not None
     assert continues.merged_base is None
+
+
+def _fresh_after_a_completed_batch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], behaviour: Path
+) -> Path:
+    """Issue 41 #1, the calc walkthrough: a and b completed on a branch nobody merged; then b
+    is broken and a new task m added, and the batch started afresh from main."""
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    assert run(capsys, repo)[0] == 0
+    (repo / "docs/initiatives/init.md").write_text(
+        initiative_markdown({"a": [], "b": ["a"], "m": ["a"]})
+    )
+    (repo / "docs/plans/m.intent.json").write_text(
+        json.dumps(intent("m", scope_hint=["m.txt"])) + "\n"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a new task m")
+    behaviour.write_text(json.dumps({"b": "always_wrong"}))
+    return repo
+
+
+def test_a_continued_fresh_batch_runs_again_what_only_the_archived_batch_integrated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    behaviour = Path(os.environ["IMM_TEST_BEHAVIOUR"])
+    repo = _fresh_after_a_completed_batch(tmp_path, capsys, behaviour)
+    code, _, err = run(capsys, repo, "--fresh")
+    assert code == 1, err
+    parked = current(repo).state
+    assert {c.task_id: str(c.state) for c in parked.children}["b"] == "needs_human"
+    behaviour.write_text("{}")  # the fix
+    code, _, err = run(capsys, repo)
+    assert code == 0, err
+    state = current(repo).state
+    assert state.continues is not None
+    assert state.continues.batch_id == parked.batch_id
+    assert state.batch_state == "completed"
+    assert {c.task_id for c in state.children if c.state.done} == {"a", "b", "m"}
+    assert git(repo, "show", "imm/init:b.txt") == "b\n"
+    assert git(repo, "show", "imm/init:m.txt") == "m\n"
+
+
+def test_an_interrupted_fresh_batch_resumes_with_its_own_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Ctrl-C variant: the fresh batch is interrupted while a's lane is at work."""
+    behaviour = Path(os.environ["IMM_TEST_BEHAVIOUR"])
+    repo = _fresh_after_a_completed_batch(tmp_path, capsys, behaviour)
+    behaviour.write_text(json.dumps({"a": "sleep:60"}))
+    process = subprocess.Popen(
+        [*imm_run_argv(repo), "--fresh"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    for line in process.stderr:  # Ctrl-C once a's lane is at work, however loaded the machine
+        if " started (log: " in line:
+            break
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode == 130
+    interrupted = current(repo).state
+    assert interrupted.batch_state == "running"
+    behaviour.write_text("{}")
+    code, out, err = run(capsys, repo)
+    assert code == 0, out + err
+    assert "batch_plan_changed" not in out + err
+    state = current(repo).state
+    assert state.batch_id == interrupted.batch_id  # resumed, not replanned
+    assert state.batch_state == "completed"
+    assert {c.task_id for c in state.children if c.state.done} == {"a", "b", "m"}
+    for task in ("a", "b", "m"):
+        assert git(repo, "show", f"imm/init:{task}.txt") == f"{task}\n"
+
+
+def test_a_continuation_with_every_task_settled_elsewhere_is_a_report_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The person merged the archived branch into main after a --fresh batch parked: nothing
+    is left for the continuation to run."""
+    behaviour = Path(os.environ["IMM_TEST_BEHAVIOUR"])
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    assert run(capsys, repo)[0] == 0
+    archived = current(repo).state.batch_id
+    behaviour.write_text(json.dumps({"a": "always_wrong"}))
+    assert run(capsys, repo, "--fresh")[0] == 1
+    git(repo, "merge", "-q", "--no-ff", "-m", "take it", f"refs/imm/archive/{archived}")
+    refs = git(repo, "for-each-ref")
+    code, out, err = run(capsys, repo)
+    assert code == 2, out + err
+    assert "unexpected error" not in err
+    assert f"every task of init is integrated already (a, b by {archived})" in err
+    assert git(repo, "for-each-ref") == refs

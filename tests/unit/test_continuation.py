@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from imm_action.errors import ImmError
 from imm_action.integrate import transitions as t
 from imm_action.integrate.continuation import (
     CannotContinue,
@@ -16,12 +17,14 @@ from imm_action.integrate.continuation import (
     has_stopped,
 )
 from imm_action.model.plan import BatchPlan
-from imm_action.model.state import BatchRunState, BatchState, ChildState
+from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState, SettledTask
+from imm_action.passes.continuing import StartPlan, new_batch_state
 from imm_action.plan.project import IntentReading, PlanOptions, build_plan
 from tests.unit.test_project import _initiative, _valid
 from tests.unit.test_transitions import _initial
 
 HEAD = "f" * 40
+NOW = "2026-12-05T10:00:00.000Z"
 
 
 def _stopped() -> BatchRunState:
@@ -110,3 +113,32 @@ def test_a_retry_continuation_runs_only_the_task_and_what_it_skipped() -> None:
         "a": "integrated", "b": "pending", "c": "pending", "d": "needs_human"
     }  # fmt: skip
     assert children["d"].reason == "executor exited with 3"
+
+
+def _start(plan: BatchPlan, settled: tuple[SettledTask, ...]) -> StartPlan:
+    return StartPlan(
+        slug="init", plan=plan, base_ref="main", base_head=HEAD, authorized_by="local:t",
+        new_batch_id="batch-init-2", stopped=Stopped.CONTINUE, retry=None, settled=settled,
+    )  # fmt: skip
+
+
+def _settled_plan() -> BatchPlan:
+    graph = {"a": [], "b": ["a"]}
+    readings: dict[str, IntentReading] = {task: _valid(task) for task in graph}
+    options = PlanOptions(max_parallel=2, integrated_before={"a": "batch-init-1"})
+    return build_plan(_initiative(graph), readings, options)
+
+
+def test_a_new_batch_records_the_tasks_an_earlier_batch_settled_with_their_commits() -> None:
+    plan = _settled_plan()
+    settled = SettledTask(task_id="a", batch_id="batch-init-1", commit="a" * 40)
+    children = [BatchChild.pending("b", "s-b", [])]
+    state = new_batch_state(_start(plan, (settled,)), NOW, children, HEAD, [])
+    assert state.settled_before == [settled]
+
+
+def test_a_new_batch_that_would_drop_a_task_of_its_plan_is_refused() -> None:
+    """Issue 41 #1: a task planned as settled whose work is on no line of the batch."""
+    children = [BatchChild.pending("b", "s-b", [])]
+    with pytest.raises(ImmError, match="would leave out a"):
+        new_batch_state(_start(_settled_plan(), ()), NOW, children, HEAD, [])

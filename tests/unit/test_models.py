@@ -213,6 +213,20 @@ def test_a_consistent_state_loads_and_keeps_its_field_order() -> None:
             "not integrated",
         ),
         ([_child("pending", lane=None), _child("pending", lane=None)], {}, "duplicate child a"),
+        (
+            [_child("pending", lane=None)],
+            {"settled_before": [{"task_id": "a", "batch_id": "batch-x-0", "commit": OID}]},
+            "task a is both a child and settled by batch-x-0",
+        ),
+        (
+            [_child("integrated", commit=OID2)],
+            {
+                "commits": [OID2],
+                "batch_state": "completed",
+                "settled_before": [{"task_id": "b", "batch_id": "batch-x-0", "commit": OID2}],
+            },
+            "task b is settled by batch-x-0 with a commit of this batch",
+        ),
         ([], {}, "children"),
     ],
 )

@@ -25,7 +25,8 @@ from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.intent import intent_path
 from imm_action.model.plan import BatchPlan
-from imm_action.model.state import BatchRunState, BatchState
+from imm_action.model.refs import batch_branch, heads
+from imm_action.model.state import BatchRunState, BatchState, SettledTask
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
@@ -143,11 +144,16 @@ def pass_request(
     store = StateStore(batch_repo.refs)
     base_ref, base_head = base_of(batch_repo)
     batches = store.batches_of(slug)  # one listing of the batch refs for both
-    before = integrated_before(store, slug, batches)
-    if stopped is Stopped.FRESH:
-        # A fresh start begins at the base: a task an earlier batch integrated is done only
-        # if that work reached the base (its branch was merged), else it runs again.
-        before = merged_into(batch_repo.repo, base_head, before, batches)
+    # A task an earlier batch integrated is settled only if that work is on the line the new
+    # batch builds on (issue 41 #1): the base for a fresh start; else the base or the batch
+    # branch, which a continuation or a resume goes on from. Work only an archived (replaced,
+    # never merged) branch holds runs again, in every batch that follows the --fresh.
+    lines = [base_head]
+    if stopped is not Stopped.FRESH:
+        branch = batch_repo.refs.read([heads(batch_branch(slug))])[heads(batch_branch(slug))]
+        lines += [branch] if branch is not None and branch != base_head else []
+    settled = reached_by(batch_repo.repo, lines, integrated_before(store, slug, batches))
+    before = {task: known.batch_id for task, known in settled.items()}
     issue = recorded_issue(store, slug, batches)
     key = (slug, base_head, issue, tuple(sorted(before.items())))
     known = plans.get(key) if plans is not None else None
@@ -183,6 +189,7 @@ def pass_request(
         retry=retry,
         committer=committer_of(batch_repo.config),
         config_file=config_path(),
+        settled=tuple(settled.values()),
     )
 
 
@@ -232,27 +239,29 @@ def recorded_issue(
 
 def integrated_before(
     store: StateStore, slug: str, batches: Sequence[StoredBatch] | None = None
-) -> dict[str, str]:
-    """Tasks integrated by completed batches of `slug` (task id -> batch id): a new batch
-    classifies them `already_settled` instead of doing them again."""
-    integrated: dict[str, str] = {}
+) -> dict[str, SettledTask]:
+    """Tasks integrated by completed batches of `slug`, the newest batch's for a task done
+    twice: a new batch classifies those on its line `already_settled` (`reached_by`)."""
+    integrated: dict[str, SettledTask] = {}
     for batch in store.batches_of(slug) if batches is None else batches:
         if batch.state.batch_state is BatchState.COMPLETED:
+            batch_id = batch.state.batch_id
             integrated.update(
-                (c.task_id, batch.state.batch_id) for c in batch.state.children if c.state.done
+                (c.task_id, SettledTask(task_id=c.task_id, batch_id=batch_id, commit=c.commit))
+                for c in batch.state.children
+                if c.state.done and c.commit
             )
     return integrated
 
 
-def merged_into(
-    repo: GitRepo, base_head: str, before: Mapping[str, str], batches: Sequence[StoredBatch]
-) -> dict[str, str]:
-    """The tasks of `before` whose integrated commit is in `base_head`."""
-    commits = {(c.task_id, b.state.batch_id): c.commit for b in batches for c in b.state.children}
+def reached_by(
+    repo: GitRepo, lines: Sequence[str], before: Mapping[str, SettledTask]
+) -> dict[str, SettledTask]:
+    """The tasks of `before` whose integrated commit one of the heads in `lines` contains."""
     return {
-        task: batch
-        for task, batch in before.items()
-        if (commit := commits.get((task, batch))) and repo.is_ancestor(commit, base_head)
+        task: settled
+        for task, settled in before.items()
+        if any(repo.is_ancestor(settled.commit, head) for head in lines)
     }
 
 

@@ -152,6 +152,16 @@ class Continuation(StrictModel):
     merged_base: GitOid | None
 
 
+class SettledTask(StrictModel):
+    """A task of the plan an earlier, completed batch integrated, whose commit is on the line
+    this batch builds on (its base, or the batch branch it continues): not a child, never run
+    again (issue 41: work only an archived branch holds is not settled)."""
+
+    task_id: Identifier
+    batch_id: Identifier
+    commit: GitOid
+
+
 class BatchRunState(StrictModel):
     contract: Literal["imm_action/batch_run_state/v1"]
     batch_id: Identifier
@@ -185,6 +195,9 @@ class BatchRunState(StrictModel):
     # The round's checks fanned out to verify jobs (issue 32, decision 0054), until the job
     # that moves the branch has taken their verdicts. None: verified on the integrating runner.
     verifying: VerifyRound | None = None
+    # The plan's tasks that earlier batches settled (issue 41): with the children and the
+    # plan's excluded tasks, every task of the plan is accounted for. Empty in older states.
+    settled_before: list[SettledTask] = Field(default_factory=list)
 
     @property
     def judged_at(self) -> str:
@@ -224,6 +237,17 @@ def state_invariant_violations(state: BatchRunState) -> list[str]:
         child.state.done for child in state.children
     ):
         problems.append(f"{where} is completed but a child is not integrated")
+    for settled in state.settled_before:
+        if settled.task_id in seen:
+            problems.append(
+                f"{where} task {settled.task_id} is both a child and settled by {settled.batch_id}"
+            )
+        seen.add(settled.task_id)
+        if settled.commit in commits:
+            problems.append(
+                f"{where} task {settled.task_id} is settled by {settled.batch_id} with a "
+                "commit of this batch"
+            )
     return problems
 
 

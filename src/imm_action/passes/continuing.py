@@ -37,9 +37,11 @@ from imm_action.model.state import (
     BatchState,
     ChildState,
     Continuation,
+    SettledTask,
     StateBudget,
 )
 from imm_action.passes.observe import recorded_head
+from imm_action.plan.project import SETTLED_BY
 from imm_action.text import plural
 from imm_action.verify.checks import ResultCache
 
@@ -57,6 +59,7 @@ class StartPlan:
     stopped: Stopped
     retry: str | None  # `imm retry <task>`: only it and what it skipped run again
     committer: Identity = IMM_IDENTITY  # of the base branch's merge into the batch branch
+    settled: tuple[SettledTask, ...] = ()  # the plan's already_settled tasks, with commits
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,8 @@ class Continuing:
 
     # -- a continuation batch ------------------------------------------------------------------
     def _continue(self, start: StartPlan, stopped: StoredBatch, branch_head: str) -> StoredBatch:
+        if not start.plan.enrollable:  # before anything is merged or written
+            raise UsageError(nothing_to_continue(start.plan))
         now = self.clock()
         head, merged = self._bring_in_the_base(start, stopped.state, branch_head, now)
         children = continued_children(start.plan, stopped.state, start.retry)
@@ -205,11 +210,46 @@ class Continuing:
         return FreshStart(fresh.branch_head, tuple(also))
 
 
+def nothing_to_continue(plan: BatchPlan) -> str:
+    """Why a continuation with every task settled elsewhere starts nothing: which batch
+    integrated each task (issue 41 #1: it was an unexpected error)."""
+    by_batch: dict[str, list[str]] = {}
+    left: list[str] = []
+    for child in plan.children:
+        reason = child.reason or ""
+        if child.status == "already_settled" and reason.startswith(SETTLED_BY):
+            by_batch.setdefault(reason.removeprefix(SETTLED_BY), []).append(child.task_id)
+        else:
+            left.append(f"{child.task_id}: {reason or child.status}")
+    said = "; ".join(f"{', '.join(tasks)} by {batch}" for batch, tasks in by_batch.items())
+    if left:
+        return (
+            f"initiative {plan.initiative}: no task can run ({'; '.join(left)}"
+            f"{'; integrated already: ' + said if said else ''}); nothing to continue"
+        )
+    return f"every task of {plan.initiative} is integrated already ({said}); nothing to continue"
+
+
 def new_batch_state(
     start: StartPlan, now: str, children: list[BatchChild], head: str, commits: list[str]
 ) -> BatchRunState:
-    """The first state of a batch started (or continuing another) at `head`."""
+    """The first state of a batch started (or continuing another) at `head`: every task of
+    the plan is a child, settled by an earlier batch on this line, or excluded by the plan
+    with its reason — none is dropped silently (issue 41)."""
     plan = start.plan
+    settled_tasks = {c.task_id for c in plan.children if c.status == "already_settled"}
+    settled = [known for known in start.settled if known.task_id in settled_tasks]
+    accounted = (
+        {c.task_id for c in children}
+        | {known.task_id for known in settled}
+        | {c.task_id for c in plan.excluded if c.task_id not in settled_tasks}
+    )
+    missing = [task for task in plan.order if task not in accounted]
+    if missing:
+        raise ImmError(
+            f"batch {start.new_batch_id} would leave out {', '.join(missing)}: neither a "
+            "child, settled by an earlier batch on its line, nor excluded by the plan"
+        )
     return BatchRunState(
         contract=STATE_CONTRACT,
         batch_id=start.new_batch_id,
@@ -232,6 +272,7 @@ def new_batch_state(
         created_at=now,
         updated_at=now,
         plan_commit=start.base_head,  # the commit the request planned from
+        settled_before=settled,
     )
 
 

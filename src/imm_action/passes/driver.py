@@ -60,6 +60,7 @@ from imm_action.model.shard import shard_line
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
+    SettledTask,
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
@@ -113,6 +114,9 @@ class PassRequest:
     parallel_asked: int | None = None
     committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
     config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
+    # What earlier batches integrated on the line a new batch builds on (the plan's
+    # `already_settled` tasks, with their commits): recorded in the new batch's state.
+    settled: tuple[SettledTask, ...] = ()
     # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
     # the stack and bisect jobs' pass (it runs no check, and records what the stack owes as
     # shards when that pays), the verdicts the bisect and integrate jobs downloaded, and, for
@@ -472,7 +476,7 @@ class _Pass:
             slug=request.slug, plan=request.plan, base_ref=request.base_ref,
             base_head=request.base_head, authorized_by=request.authorized_by,
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
-            committer=request.committer,
+            committer=request.committer, settled=request.settled,
         )  # fmt: skip
 
     def _stopped(self, existing: str | None) -> StoredBatch | None:

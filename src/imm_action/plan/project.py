@@ -23,6 +23,7 @@ from imm_action.plan.schedule import ScheduleChild, parallel_groups
 REASON_CRITICAL = "critical"
 REASON_DEPENDENCY_UNAVAILABLE = "dependency_unavailable"
 REASON_INVALID_INTENT = "invalid_intent"
+SETTLED_BY = "already integrated by batch "
 
 
 class PlanInputError(ValueError):
@@ -140,7 +141,7 @@ def _status_of(
     if reading.intent.risk == "critical":
         return "needs_human", REASON_CRITICAL
     if task.task_id in integrated_before:
-        return "already_settled", f"already integrated by batch {integrated_before[task.task_id]}"
+        return "already_settled", f"{SETTLED_BY}{integrated_before[task.task_id]}"
     if any(known[need] not in ("enrollable", "already_settled") for need in task.blocked_by):
         return "blocked", REASON_DEPENDENCY_UNAVAILABLE
     return "enrollable", None
