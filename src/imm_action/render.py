@@ -324,8 +324,9 @@ class NextCommand:
 MAX_RETRY_COMMANDS = 3
 
 
-def next_commands(report: BatchRunReport) -> list[NextCommand]:
-    """The exact commands for a batch that stopped (none while it runs or once it completed)."""
+def next_commands(report: BatchRunReport, idle: bool = False) -> list[NextCommand]:
+    """The exact commands for a batch that stopped (none while it runs or once it completed);
+    `idle`: a running batch no process works on (its `imm run` was interrupted) resumes."""
     slug = report.initiative_slug
     resume = NextCommand(("run", slug), "/imm run")
     fresh = NextCommand(("run", slug, "--fresh"), None)
@@ -343,16 +344,20 @@ def next_commands(report: BatchRunReport) -> list[NextCommand]:
             return [resume, fresh]
         case BatchState.FAILED | BatchState.REJECTED:
             return [fresh]
-        case BatchState.RUNNING if not any(c.state.in_flight for c in report.children):
+        case BatchState.RUNNING if idle or not any(c.state.in_flight for c in report.children):
             return [resume]  # nothing runs it (`imm retry` sent a task back): start it
         case BatchState.PREPARED | BatchState.RUNNING | BatchState.COMPLETED:
             return []
 
 
 def local_commands(
-    report: BatchRunReport, program: str, repo: Path, executor: str | None = None
+    report: BatchRunReport,
+    program: str,
+    repo: Path,
+    executor: str | None = None,
+    idle: bool = False,
 ) -> list[str]:
-    return [command.local(program, repo, executor) for command in next_commands(report)]
+    return [command.local(program, repo, executor) for command in next_commands(report, idle)]
 
 
 def comment_commands(report: BatchRunReport) -> list[str]:
@@ -366,6 +371,7 @@ def batch_text(
     repo: Path | None = None,
     executor: str | None = None,
     full: Path | None = None,
+    idle: bool = False,
 ) -> str:
     """`imm status`'s text and `imm run`'s closing summary: state and why, one line per task
     with its attempts, the failed commands under their task (folded to their causes; `full`:
@@ -382,7 +388,7 @@ def batch_text(
     lines.extend(report.adopted)
     if full is not None:
         lines.append(f"every failure in full: {full}")
-    commands = local_commands(report, program, repo, executor) if repo is not None else []
+    commands = local_commands(report, program, repo, executor, idle) if repo is not None else []
     lines.append(f"next: {report.next_action}" + (":" if commands else ""))
     lines.extend(f"  {command}" for command in commands)
     if report.batch_state is BatchState.COMPLETED and repo is not None:

@@ -334,3 +334,43 @@ def test_a_continuation_with_every_task_settled_elsewhere_is_a_report_not_a_cras
     assert "unexpected error" not in err
     assert f"every task of init is integrated already (a, b by {archived})" in err
     assert git(repo, "for-each-ref") == refs
+
+
+def test_a_retry_continuation_keeps_the_stopped_batchs_max_parallel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 41 #2: the config says 4, the person ran with 3."""
+    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
+    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
+    fix_the_intent(repo)
+    code, _, err = imm(capsys, "retry", "init", "b", "--repo", str(repo))
+    assert code == 0, err
+    assert current(repo).state.max_parallel == 3
+    assert "keeps its max_parallel 3" in err
+    code, out, err = run(capsys, repo, "--max-parallel", "3")  # the person's own option
+    assert code == 0, out + err
+    assert current(repo).state.batch_state == "completed"
+
+
+def test_an_imm_run_continuation_keeps_the_stopped_batchs_max_parallel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
+    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
+    fix_the_intent(repo)
+    code, out, err = run(capsys, repo)
+    assert code == 0, out + err
+    assert current(repo).state.max_parallel == 3
+    assert "keeps its max_parallel 3" in err
+
+
+def test_a_continuation_takes_the_max_parallel_the_person_asks_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
+    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
+    fix_the_intent(repo)
+    code, out, err = run(capsys, repo, "--max-parallel", "2")
+    assert code == 0, out + err
+    assert current(repo).state.max_parallel == 2
+    assert "keeps its max_parallel" not in err

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,8 @@ def test_retry_ends_with_the_imm_run_command_that_starts_the_lane(
     assert "start the admitted lanes" not in out
     lines = out.rstrip().splitlines()
     assert lines[-2] == "next: run the batch to start its lanes:"
-    assert lines[-1] == f"  imm run init --repo {repo}"
+    # the executor the batch ran with, not set in the config: pasted, the line runs it
+    assert lines[-1] == f"  imm run init --repo {repo} --executor {shlex.quote(EXECUTOR)}"
     assert _run(capsys, repo)[0] == 0  # what it says to run completes the batch
 
 

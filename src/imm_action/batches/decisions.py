@@ -8,7 +8,13 @@ from functools import partial
 from pathlib import Path
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import check_place, open_batch_repo, pass_ports, pass_request
+from imm_action.batches.repo import (
+    check_place,
+    executor_to_print,
+    open_batch_repo,
+    pass_ports,
+    pass_request,
+)
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
@@ -67,5 +73,6 @@ def apply_decision(
         result = reconcile(replace(request, mutate=decision), ports)
     finally:
         place.close()
-    print_report(result.stored, "text", io, batch_repo.root)
+    executor = executor_to_print(batch_repo, args.slug) if args.remote is None else None
+    print_report(result.stored, "text", io, batch_repo.root, executor)
     return EXIT_OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import uuid
@@ -64,6 +65,32 @@ class BatchRepo:
 def logs_folder(batch_repo: BatchRepo) -> Path:
     """Where imm writes the logs of a repository's runs (lanes' logs, failures in full)."""
     return batch_repo.repo.common_directory() / "imm" / "logs"
+
+
+def _executor_record(batch_repo: BatchRepo, slug: str) -> Path:
+    return batch_repo.repo.common_directory() / "imm" / "executors" / slug
+
+
+def remember_executor(batch_repo: BatchRepo, slug: str, executor: str) -> None:
+    """The `--executor` a person ran `slug` with, kept beside the logs (never in a ref, which
+    may be pushed): its continuation and every printed command use it again (issue 41 #2)."""
+    path = _executor_record(batch_repo, slug)
+    with contextlib.suppress(OSError):  # a read-only repository runs all the same
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(executor + "\n", encoding="utf-8")
+
+
+def executor_to_print(batch_repo: BatchRepo, slug: str, given: str | None = None) -> str | None:
+    """The executor a printed `imm run` line must carry: the one given, else — when the config
+    names none — the one `slug` last ran with; None when the config's serves."""
+    if given:
+        return given
+    if batch_repo.config.executor:
+        return None
+    try:
+        return _executor_record(batch_repo, slug).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def committer_of(config: RepoConfig) -> Identity:

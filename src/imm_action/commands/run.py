@@ -13,7 +13,14 @@ from pathlib import Path
 from types import FrameType
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import BatchRepo, logs_folder, open_batch_repo, with_overrides
+from imm_action.batches.repo import (
+    BatchRepo,
+    executor_to_print,
+    logs_folder,
+    open_batch_repo,
+    remember_executor,
+    with_overrides,
+)
 from imm_action.console import CommandIO
 from imm_action.errors import (
     EXIT_INTERRUPTED,
@@ -69,7 +76,12 @@ def run(args: RunArgs, ports: Ports) -> int:
                 coordinator.interrupt()
             progress.close(coordinator.view)
         root = batch_repo.root if batch_repo is not None else args.repo
-        again = NextCommand(("run", args.slug), None).local(io.program, root, args.executor)
+        executor = (
+            executor_to_print(batch_repo, args.slug, args.executor)
+            if batch_repo is not None
+            else args.executor
+        )
+        again = NextCommand(("run", args.slug), None).local(io.program, root, executor)
         why = "terminated" if isinstance(stop, Terminated) else "interrupted"
         if coordinator is None or coordinator.state_commit is None:
             io.warn(f"imm run: {why} before the first pass ended; start it again with: {again}")
@@ -84,8 +96,8 @@ def run(args: RunArgs, ports: Ports) -> int:
     if integration is not None and not args.json:
         io.say(integration)
     print_report(
-        stored, "json" if args.json else "text", io, batch_repo.root, args.executor,
-        logs=logs_folder(batch_repo),
+        stored, "json" if args.json else "text", io, batch_repo.root,
+        executor_to_print(batch_repo, args.slug, args.executor), logs=logs_folder(batch_repo),
     )  # fmt: skip
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
 
@@ -98,7 +110,13 @@ def _coordinator(
         io.warn(note)
     executor = args.executor or batch_repo.config.executor
     if not executor:
+        executor = executor_to_print(batch_repo, args.slug) or ""
+        if executor:
+            io.warn(f"imm run: the executor {args.slug} last ran with: {executor}")
+    if not executor:
         raise UsageError("no executor: pass --executor CMD or set executor in .github/imm.yml")
+    if args.executor:
+        remember_executor(batch_repo, args.slug, args.executor)
     options = RunOptions(
         args.slug, executor, args.max_parallel, args.batch_id, args.environment, args.fresh
     )

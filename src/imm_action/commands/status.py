@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from imm_action.batches.output import print_report
-from imm_action.batches.repo import BatchRepo, base_of, logs_folder, open_batch_repo
+from imm_action.batches.output import no_process_at_work, print_report
+from imm_action.batches.repo import (
+    BatchRepo,
+    base_of,
+    executor_to_print,
+    logs_folder,
+    open_batch_repo,
+)
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.model.state import BatchState
@@ -27,17 +33,23 @@ def run(args: StatusArgs, ports: Ports) -> int:
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
+    idle = no_process_at_work(stored.state)
     print_report(
-        as_it_stands(batch_repo, stored), args.format, io, batch_repo.root,
-        logs=logs_folder(batch_repo),
+        as_it_stands(batch_repo, stored, idle), args.format, io, batch_repo.root,
+        executor_to_print(batch_repo, stored.state.initiative_slug),
+        logs=logs_folder(batch_repo), idle=idle,
     )  # fmt: skip
     return EXIT_OK
 
 
-def as_it_stands(batch_repo: BatchRepo, stored: StoredBatch) -> StoredBatch:
+def as_it_stands(batch_repo: BatchRepo, stored: StoredBatch, idle: bool = False) -> StoredBatch:
     """The stored report, with a next action that is still true: a completed batch whose
-    branch was merged since asks nobody to merge it."""
+    branch was merged since asks nobody to merge it; a running one no process works on asks
+    nobody to wait for it."""
     state, report = stored.state, stored.report
+    if report is not None and idle:
+        resume = "no process is at work on it (its run ended); resume it"
+        return replace(stored, report=report.model_copy(update={"next_action": resume}))
     if report is None or state.batch_state is not BatchState.COMPLETED or not state.commits:
         return stored
     base_ref, base_head = base_of(batch_repo)

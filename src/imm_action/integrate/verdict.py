@@ -61,8 +61,12 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         )
     in_flight = [child.task_id for child in children if child.state.in_flight]
     if in_flight or startable:
+        # With nothing in flight no process works for the batch (after `imm retry`, or a
+        # run that ended): say so, not that lanes are about to start (issue 41 #3).
         waiting = (
-            f"{plural(len(in_flight), 'lane')} in flight" if in_flight else "lanes ready to start"
+            f"{plural(len(in_flight), 'lane')} in flight"
+            if in_flight
+            else f"no lane is at work; {plural(len(startable), 'task')} can start"
         )
         return Verdict(
             BatchState.RUNNING,
@@ -71,10 +75,12 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         )
     parked = [child for child in children if child.state is ChildState.NEEDS_HUMAN]
     if parked:
-        first = parked[0]
+        first, others = parked[0], [child.task_id for child in parked[1:]]
+        # every parked task named (issue 41 #7), the first one's reason in full
+        also = f"; also parked: {', '.join(others)}" if others else ""
         return Verdict(
             BatchState.NEEDS_HUMAN,
-            f"task {first.task_id} needs a person: {first.reason}",
+            f"task {first.task_id} needs a person: {first.reason}{also}",
             "fix the cause and commit the fix, then continue the batch (parked tasks run "
             "again); or retry one task as it is",
         )

@@ -60,6 +60,7 @@ class StartPlan:
     retry: str | None  # `imm retry <task>`: only it and what it skipped run again
     committer: Identity = IMM_IDENTITY  # of the base branch's merge into the batch branch
     settled: tuple[SettledTask, ...] = ()  # the plan's already_settled tasks, with commits
+    parallel_asked: int | None = None  # the max_parallel the person asked for, if any
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,16 @@ class Continuing:
             batch_id=stopped.state.batch_id, kept=kept, changed=changed, merged_base=merged
         )
         state = new_batch_state(start, now, children, head, kept_commits(stopped.state, children))
-        state = state.model_copy(update={"continues": continues})
+        # The stopped batch's settings go on unless the person asks for others (issue 41 #2):
+        # a retry must not widen the lanes, nor refuse the person's own `--max-parallel`.
+        parallel = start.parallel_asked or stopped.state.max_parallel
+        state = state.model_copy(update={"continues": continues, "max_parallel": parallel})
         branch = RefUpdate(heads(batch_branch(start.slug)), head, branch_head)
         also = [branch, *self._close(stopped, state.batch_id, now)]
+        kept_parallel = "" if start.parallel_asked else f"; keeps its max_parallel {parallel}"
         self.log(
             f"continues {stopped.state.batch_id}: {plural(len(kept), 'task')} already "
-            f"integrated, plan changed: {', '.join(changed) or 'nothing'}"
+            f"integrated, plan changed: {', '.join(changed) or 'nothing'}{kept_parallel}"
         )
         first = verdict(state, [c.task_id for c in children if c.state is ChildState.PENDING])
         report = build_report(state, first, now)

@@ -477,6 +477,7 @@ class _Pass:
             base_head=request.base_head, authorized_by=request.authorized_by,
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
             committer=request.committer, settled=request.settled,
+            parallel_asked=request.parallel_asked,
         )  # fmt: skip
 
     def _stopped(self, existing: str | None) -> StoredBatch | None:
