@@ -262,3 +262,22 @@ def test_a_freed_lane_slot_is_filled_while_the_candidate_before_it_waits_for_its
     assert {"a": "lane_committed", "b": "lane_admitted"} in states
     assert all(list(s.values()).count("lane_admitted") <= 1 for s in states)  # one slot
     assert batch.state.batch_state == "completed"
+
+
+def test_a_typo_in_an_intent_is_refused_before_check_setup_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 #4: the intents and the plan first, in a second; then the long installs."""
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    setup = "check_setup: sh -c 'echo installing; exit 7'\n"
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": ["a"]}, extra_files={".github/imm.yml": setup}
+    )
+    (repo / "docs/plans/b.intent.json").write_text('{"contract": "typo"\n')
+    git(repo, "commit", "-qam", "b's intent, broken")
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 2, out + err
+    assert "docs/plans/b.intent.json" in err
+    assert "check_setup" not in out + err  # its command never started

@@ -127,6 +127,9 @@ class Coordinator:
         try:
             # the overlays' base lies in memory for this run (overlays.py), gone at its end
             with bases_in_memory():
+                # the intents and the plan first: a typo is refused in a second, before
+                # `check_setup` spends minutes installing (issue 41 #4); planned once, kept
+                self._request()
                 self.place.prepared(self.batch_repo.repo)
                 return self._run()
         finally:
@@ -201,8 +204,8 @@ class Coordinator:
             tidy_overlays(self.batch_repo.repo)
 
     # -- passes and lanes ------------------------------------------------------------------
-    def _pass(self) -> PassResult:
-        request = pass_request(
+    def _request(self) -> PassRequest:
+        return pass_request(
             self.batch_repo,
             self.options.slug,
             batch_id=self.options.batch_id,
@@ -210,6 +213,9 @@ class Coordinator:
             stopped=Stopped.FRESH if self.options.fresh else Stopped.CONTINUE,
             plans=self.plans,  # planned once per run, again only when the base commit moves
         )
+
+    def _pass(self) -> PassResult:
+        request = self._request()
         # checks run in the background worker, unless it failed (then here, as before)
         request = replace(request, verify=self.verify_here)
         self.verify_here = False
