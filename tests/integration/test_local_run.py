@@ -11,7 +11,7 @@ import pytest
 
 from imm_action.integrate.store import StateStore
 from tests.batch_helpers import current, make_project, open_local
-from tests.conftest import git, run_cli
+from tests.conftest import descriptor, git, run_cli
 
 EXECUTOR = shlex.join(
     [sys.executable, str(Path(__file__).resolve().parents[1] / "lane_executor.py")]
@@ -281,3 +281,55 @@ def test_a_typo_in_an_intent_is_refused_before_check_setup_starts(
     assert code == 2, out + err
     assert "docs/plans/b.intent.json" in err
     assert "check_setup" not in out + err  # its command never started
+
+
+def _editable_venv(venv: Path, project: Path) -> None:
+    """A venv where `pip install -e <project>` was run: pip's PEP 610 record of it."""
+    record = venv / "lib/python3.11/site-packages/calc-0.1.dist-info/direct_url.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"url": project.as_uri(), "dir_info": {"editable": True}}))
+
+
+@pytest.mark.parametrize("editable", [True, False])
+def test_a_check_that_cannot_import_the_project_says_check_setup_when_the_venv_has_it_editable(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    editable: bool,
+) -> None:
+    """Issue 41 #5: the user's venv holds the project installed editable, no check_setup."""
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    checks = {"a": descriptor(["-c", "import calc_not_in_this_tree"])}
+    repo = make_project(tmp_path / "r", {"a": []}, checks=checks)
+    venv = tmp_path / "venv"
+    if editable:
+        _editable_venv(venv, repo)
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 1, out + err
+    hint = "holds an editable install of this project"
+    assert (hint in err) is editable
+    if editable:
+        assert "install the project in check_setup instead" in err
+
+
+def test_the_failures_log_names_a_task_a_guard_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 #7: a refusal (a change outside the task's scope) runs no failed command, and
+    the log of every failure still names it."""
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps({"a": "outside"}))
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    repo = make_project(tmp_path / "r", {"a": [], "b": []})
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 1, out + err
+    parked = {c.task_id: c for c in current(repo).state.children}["a"]
+    assert parked.state == "needs_human"
+    assert not parked.failures
+    logs = list((repo / ".git/imm/logs").glob("*.failures.log"))
+    assert len(logs) == 1
+    assert f"every failure in full: {logs[0]}" in out
+    assert f"task a: {parked.reason}" in logs[0].read_text()

@@ -9,7 +9,7 @@ from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK, ImmError
 from imm_action.integrate.store import StoredBatch
 from imm_action.model.common import canonical_model_text
 from imm_action.model.report import BatchRunReport
-from imm_action.model.state import BatchRunState, BatchState, LocalRunner
+from imm_action.model.state import BatchRunState, BatchState, ChildState, LocalRunner
 from imm_action.render import batch_markdown, batch_text, failure_text, local_commands
 from imm_action.verify.leftovers import pid_alive
 
@@ -46,13 +46,18 @@ def print_report(
 
 
 def _failures_log(report: BatchRunReport, logs: Path) -> Path | None:
-    """Every failed command of the batch with all the output kept of it, in one file."""
-    failed = [child for child in report.children if child.failures]
+    """Every failed command of the batch with all the output kept of it, in one file, and
+    every task parked without one (a guard's refusal: out of scope, a check's path touched)."""
+    failed = [
+        child
+        for child in report.children
+        if child.failures or (child.state is ChildState.NEEDS_HUMAN and child.reason)
+    ]
     if not failed:
         return None
     text = "\n\n".join(
-        f"task {child.task_id}: {child.reason}\n"
-        + "\n".join(failure_text(failure, "  ") for failure in child.failures)
+        f"task {child.task_id}: {child.reason}"
+        + "".join("\n" + failure_text(failure, "  ") for failure in child.failures)
         for child in failed
     )
     path = logs / f"{report.batch_id}.failures.log"

@@ -37,6 +37,7 @@ from imm_action.local.progress import PlainProgress, Progress
 from imm_action.model.state import BatchState
 from imm_action.ports import Ports
 from imm_action.render import NextCommand
+from imm_action.verify.editable import needs_check_setup_hint
 from imm_action.workspace import uncommitted_note
 
 
@@ -99,6 +100,12 @@ def run(args: RunArgs, ports: Ports) -> int:
         stored, "json" if args.json else "text", io, batch_repo.root,
         executor_to_print(batch_repo, args.slug, args.executor), logs=logs_folder(batch_repo),
     )  # fmt: skip
+    failures = [failure for child in stored.state.children for failure in child.failures]
+    hint = needs_check_setup_hint(
+        failures, batch_repo.root, args.environment, bool(batch_repo.config.check_setup)
+    )
+    if hint is not None:
+        io.warn(f"imm run: {hint}")
     return EXIT_OK if stored.state.batch_state is BatchState.COMPLETED else EXIT_NEEDS_HUMAN
 
 
