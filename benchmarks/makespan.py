@@ -49,10 +49,33 @@ def make_dag(tasks: int, seed: int = 3) -> dict[str, list[str]]:
     }
 
 
+def remaining_path(graph: dict[str, list[str]]) -> dict[str, int]:
+    """Each task's longest chain of tasks from it to the end, itself included: the order in
+    which `imm run` admits (critical path first, ties by plan order; ADR 0056)."""
+    height: dict[str, int] = {}
+    for task in reversed(kahn_order(graph)):
+        below = [height[other] for other, needs in graph.items() if task in needs]
+        height[task] = 1 + max(below, default=0)
+    return height
+
+
+def critical_path_bound(graph: dict[str, list[str]], seconds: dict[str, float]) -> float:
+    """No schedule, on any number of lanes, ends before its longest chain of work."""
+    finish: dict[str, float] = {}
+    for task in kahn_order(graph):
+        finish[task] = seconds[task] + max((finish[need] for need in graph[task]), default=0.0)
+    return max(finish.values())
+
+
 def ideal_list_schedule(
-    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int
+    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int, critical: bool = False
 ) -> float:
+    """The list schedule with no overhead: a free lane takes the first startable task in plan
+    order, or (`critical`) the one with the longest chain after it, ties by plan order."""
     order = kahn_order(graph)
+    if critical:
+        height = remaining_path(graph)
+        order = sorted(order, key=lambda task: -height[task])  # stable: plan order in ties
     done_at: dict[str, float] = {}
     running: list[tuple[float, str]] = []
     pending = list(order)
@@ -122,13 +145,20 @@ def main() -> int:
     low, high = 1 - args.spread, 1 + args.spread
     seconds = {task: round(args.seconds * rng.uniform(low, high), 2) for task in graph}
     print(f"{args.tasks} tasks, {sum(seconds.values()):.1f} s of work, about {args.seconds} s each")
-    print(f"{'lanes':>5} {'imm run':>9} {'ideal':>8} {'ratio':>6}   runs")
+    bound = critical_path_bound(graph, seconds)
+    print(f"critical-path bound (no schedule ends sooner): {bound:.2f} s")
+    print(
+        f"{'lanes':>5} {'imm run':>9} {'plan-order':>11} {'ratio':>6} {'crit-first':>11} "
+        f"{'ratio':>6} {'/bound':>7}   runs (against plan-order)"
+    )
     for lanes in [int(n) for n in args.lanes.split(",")]:
         walls = sorted(run_batch(graph, seconds, lanes) for _ in range(args.runs))
         wall = walls[len(walls) // 2]
         ideal = ideal_list_schedule(graph, seconds, lanes)
+        critical = ideal_list_schedule(graph, seconds, lanes, critical=True)
         print(
-            f"{lanes:>5} {wall:8.2f}s {ideal:7.2f}s {wall / ideal:6.2f}   "
+            f"{lanes:>5} {wall:8.2f}s {ideal:10.2f}s {wall / ideal:6.2f} {critical:10.2f}s "
+            f"{wall / critical:6.2f} {wall / bound:7.2f}   "
             f"{', '.join(f'{w / ideal:.2f}' for w in walls)}",
             flush=True,
         )

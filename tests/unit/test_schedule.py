@@ -14,6 +14,7 @@ from imm_action.plan.schedule import (
     CandidateChild,
     ScheduleChild,
     parallel_groups,
+    remaining_path_lengths,
     startable,
 )
 from imm_action.plan.scope import scopes_overlap
@@ -86,7 +87,7 @@ STATES = ["pending", "lane_admitted", "settled", "lane_committed", "integrated",
 
 @settings(max_examples=300)
 @given(schedule_inputs(), st.data(), st.integers(1, 5))
-def test_startable_is_identical_to_the_reference(
+def test_startable_is_the_references_pick_in_critical_path_order(
     children: list[dict[str, Any]], data: st.DataObject, max_parallel: int
 ) -> None:
     for child in children:
@@ -102,8 +103,53 @@ def test_startable_is_identical_to_the_reference(
         )
         for c in children
     ]
-    expected = reference_port.startable_children(children, max_parallel)
+    # the reference's pick over the children in critical-path order, ties in plan order
+    # (ADR 0056): the one way admission leaves the reference
+    height = _chain_lengths(children)
+    by_chain = sorted(children, key=lambda c: -height[c["task_id"]])
+    expected = reference_port.startable_children(by_chain, max_parallel)
     assert startable(candidates, AdmissionLimits(max_parallel=max_parallel)) == expected
+
+
+def _chain_lengths(children: list[dict[str, Any]]) -> dict[str, int]:
+    """Longest chain of not-done tasks from each child on, by its definition: recursion over
+    every not-done child that needs it."""
+    done = {c["task_id"] for c in children if c["state"] in reference_port.DONE}
+
+    def length(task: str) -> int:
+        after = [c["task_id"] for c in children
+                 if task in c["blocked_by"] and c["task_id"] not in done]  # fmt: skip
+        return 1 + max((length(other) for other in after), default=0)
+
+    return {c["task_id"]: length(c["task_id"]) for c in children}
+
+
+def test_admission_starts_the_head_of_the_longest_chain_before_a_leaf_first_in_plan_order() -> None:
+    """Issue 41 #6: plan order would give the one free slot to the leaf."""
+    children = [
+        _pending("leaf", ("leaf",)),
+        _pending("head", ("head",)),
+        _pending("mid", ("mid",), ("head",)),
+        _pending("tail", ("tail",), ("head", "mid")),
+    ]
+    assert startable(children, AdmissionLimits(max_parallel=1)) == ["head"]
+    assert startable(children, AdmissionLimits(max_parallel=2)) == ["head", "leaf"]
+
+
+def test_admission_breaks_ties_between_equal_chains_by_plan_order() -> None:
+    children = [
+        _pending("b", ("b",)),
+        _pending("a", ("a",)),
+        _pending("b2", ("b2",), ("b",)),
+        _pending("a2", ("a2",), ("a",)),
+    ]
+    assert startable(children, AdmissionLimits(max_parallel=1)) == ["b"]
+
+
+def test_a_chain_of_ten_thousand_tasks_is_measured_without_recursion() -> None:
+    names = [f"t{index}" for index in range(10_000)]
+    chain = [_pending(name, (name,), tuple(names[:index])[-1:]) for index, name in enumerate(names)]
+    assert remaining_path_lengths(chain)["t0"] == 10_000
 
 
 def _pending(task_id: str, scope: tuple[str, ...], needs: tuple[str, ...] = ()) -> CandidateChild:

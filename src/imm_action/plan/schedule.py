@@ -104,8 +104,10 @@ class AdmissionLimits:
 
 
 def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> list[str]:
-    """Pending children to admit now, in the given (plan) order, as the reference's
-    `startableChildren` picks them; a child touching a barrier file serialises with every lane."""
+    """Pending children to admit now: critical path first — the child with the longest chain
+    of tasks still to run after it — ties in the given (plan) order (ADR 0056; the reference's
+    `startableChildren` takes plan order alone). A child touching a barrier file serialises
+    with every lane."""
     if limits.max_parallel <= 0:
         raise ValueError("max_parallel must be a positive integer")
     done = {child.task_id for child in children if child.done}
@@ -115,12 +117,18 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
         if child.in_flight:
             occupied.add(position, _schedule_prefixes(child, limits.barrier_globs))
             slots += 1 if (child.in_flight if child.holds_lane is None else child.holds_lane) else 0
+    ready = [
+        (position, child)
+        for position, child in enumerate(children)
+        if child.pending and all(need in done for need in child.blocked_by)
+    ]
+    if len(ready) > 1:  # an order to choose: worth the chains' lengths
+        height = remaining_path_lengths(children)
+        ready.sort(key=lambda item: -height[item[1].task_id])  # stable: plan order in ties
     chosen: list[str] = []
-    for position, child in enumerate(children):
+    for position, child in ready:
         if slots >= limits.max_parallel or len(chosen) >= limits.admissions_left:
             break
-        if not child.pending or not all(need in done for need in child.blocked_by):
-            continue
         prefixes = _schedule_prefixes(child, limits.barrier_globs)
         if occupied.overlaps_any(prefixes):
             continue
@@ -128,6 +136,38 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
         occupied.add(position, prefixes)
         slots += 1
     return chosen
+
+
+def remaining_path_lengths(children: Sequence[CandidateChild]) -> dict[str, int]:
+    """Each child's longest chain of not-done tasks from it on, itself included. `blocked_by`
+    is a transitive closure, so every dependent is listed under each task it needs, and the
+    longest chain through them is the longest chain through the direct ones."""
+    dependents: dict[str, list[str]] = {child.task_id: [] for child in children}
+    for child in children:
+        if child.done:
+            continue
+        for need in child.blocked_by:
+            if need in dependents:
+                dependents[need].append(child.task_id)
+    height: dict[str, int] = {}
+
+    def length(task: str) -> int:
+        known = height.get(task)
+        if known is None:
+            # iterative over a stack: a chain of 10,000 tasks must not reach the recursion limit
+            stack = [task]
+            while stack:
+                top = stack[-1]
+                waiting = [other for other in dependents[top] if other not in height]
+                if waiting:
+                    stack.extend(waiting)
+                    continue
+                stack.pop()
+                height[top] = 1 + max((height[o] for o in dependents[top]), default=0)
+            known = height[task]
+        return known
+
+    return {child.task_id: length(child.task_id) for child in children}
 
 
 def _schedule_prefixes(child: CandidateChild, barrier_globs: tuple[str, ...]) -> tuple[Prefix, ...]:
