@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.git.repo import GitRepo
+from imm_action.lanes.local import ForkedLane
 from imm_action.verify.overlays import memory_path
 from tests.batch_helpers import current, make_project
 from tests.conftest import git
@@ -111,3 +112,18 @@ def test_ctrl_c_ends_the_lanes_cleanly_exits_130_and_the_next_run_resumes(
     assert "lanes that were at work (" in again.stderr
     assert stored.state.batch_state == "completed"
     assert [c.attempts for c in stored.state.children] == [0] * len(TASKS)
+
+
+def _interrupted_before_its_log_opens() -> int:
+    raise KeyboardInterrupt
+
+
+def test_a_lane_ctrl_c_reaches_before_it_opens_its_log_ends_130_without_a_traceback(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 41 #7: Ctrl-C while the lane pool starts printed multiprocessing's traceback."""
+    lane = ForkedLane(_interrupted_before_its_log_opens)
+    assert lane.wait(30) == 130
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err
+    assert "KeyboardInterrupt" not in captured.err

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from imm_action.errors import EXIT_INTERRUPTED
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -92,7 +93,14 @@ class ForkedLane:
 
 
 def _exit_with(target: Callable[[], int]) -> None:
-    sys.exit(target())
+    # A Ctrl-C reaches the lanes too (one process group). One that lands before the lane's
+    # own handling starts (opening its log) ends it as that would — exit 130, no traceback on
+    # the person's terminal from multiprocessing (issue 41 #7).
+    try:
+        code = target()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
 
 
 def can_fork() -> bool:
