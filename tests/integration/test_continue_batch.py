@@ -374,3 +374,16 @@ def test_a_continuation_takes_the_max_parallel_the_person_asks_for(
     assert code == 0, out + err
     assert current(repo).state.max_parallel == 2
     assert "keeps its max_parallel" not in err
+
+
+def test_a_task_two_batches_integrated_is_settled_when_the_older_ones_work_is_on_the_base(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]})
+    assert run(capsys, repo)[0] == 0
+    first = current(repo).state.batch_id
+    assert run(capsys, repo, "--fresh")[0] == 0  # a and b again, on a branch nobody merges
+    git(repo, "merge", "-q", "--no-ff", "-m", "take the first", f"refs/imm/archive/{first}")
+    code, _, err = run(capsys, repo, "--fresh")
+    assert code == 2, err
+    assert "nothing is enrollable, no batch started" in err

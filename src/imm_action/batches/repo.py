@@ -266,15 +266,15 @@ def recorded_issue(
 
 def integrated_before(
     store: StateStore, slug: str, batches: Sequence[StoredBatch] | None = None
-) -> dict[str, SettledTask]:
-    """Tasks integrated by completed batches of `slug`, the newest batch's for a task done
-    twice: a new batch classifies those on its line `already_settled` (`reached_by`)."""
-    integrated: dict[str, SettledTask] = {}
-    for batch in store.batches_of(slug) if batches is None else batches:
+) -> list[SettledTask]:
+    """Every task a completed batch of `slug` integrated, with its commit, newest batch first:
+    a new batch classifies those on its line `already_settled` (`reached_by`)."""
+    integrated: list[SettledTask] = []
+    for batch in reversed(store.batches_of(slug) if batches is None else batches):
         if batch.state.batch_state is BatchState.COMPLETED:
             batch_id = batch.state.batch_id
-            integrated.update(
-                (c.task_id, SettledTask(task_id=c.task_id, batch_id=batch_id, commit=c.commit))
+            integrated.extend(
+                SettledTask(task_id=c.task_id, batch_id=batch_id, commit=c.commit)
                 for c in batch.state.children
                 if c.state.done and c.commit
             )
@@ -282,14 +282,17 @@ def integrated_before(
 
 
 def reached_by(
-    repo: GitRepo, lines: Sequence[str], before: Mapping[str, SettledTask]
+    repo: GitRepo, lines: Sequence[str], integrated: Sequence[SettledTask]
 ) -> dict[str, SettledTask]:
-    """The tasks of `before` whose integrated commit one of the heads in `lines` contains."""
-    return {
-        task: settled
-        for task, settled in before.items()
-        if any(repo.is_ancestor(settled.commit, head) for head in lines)
-    }
+    """Per task, the newest of `integrated` whose commit one of the heads in `lines` holds (a
+    task two batches did counts when either's work is on the line)."""
+    settled: dict[str, SettledTask] = {}
+    for known in integrated:
+        if known.task_id not in settled and any(
+            repo.is_ancestor(known.commit, head) for head in lines
+        ):
+            settled[known.task_id] = known
+    return settled
 
 
 def check_place(
