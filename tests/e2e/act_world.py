@@ -431,6 +431,8 @@ class ActWorld:
                     continue
                 if b"verify" not in argv or b"--phase" not in argv or b"run" not in argv:
                     continue
+                if not self._in_this_world(proc):
+                    continue
                 pid = int(proc.name)
                 started = seen.setdefault(pid, time.monotonic())
                 if time.monotonic() - started >= self.kill_verify_after_s:
@@ -482,8 +484,24 @@ class ActWorld:
             except OSError:
                 continue
             if b"--phase" in argv and b"work" in argv and task.encode() in argv:
+                if not self._in_this_world(proc):
+                    continue  # another test's world, beside this one in another worker
                 with contextlib.suppress(OSError):
                     os.kill(int(proc.name), signal.SIGKILL)
+
+    def _in_this_world(self, proc: Path) -> bool:
+        """Whether a process was started by this world's act: its working folder lies in the
+        world, or its environment names the world's spy folder. Tests run side by side (xdist):
+        a lane `a` of another world must never be the one killed here (it failed an unrelated
+        test's run)."""
+        with contextlib.suppress(OSError):
+            if Path(os.readlink(proc / "cwd")).is_relative_to(self.root):
+                return True
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return f"IMM_E2E_SPY={self.spy}".encode() in environ
 
     def _observe(self, line: str, run_id: int, jobs: dict[str, str]) -> None:
         """One line of act's log. act gives every entry of a matrix the result of the last
