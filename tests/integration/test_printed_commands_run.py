@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import current, file_check, make_project
+from imm_action.integrate import transitions as t
+from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN
+from imm_action.integrate.store import StateStore
+from imm_action.integrate.verdict import build_report, verdict
+from imm_action.model.state import BatchRunState
+from tests.batch_helpers import current, file_check, make_project, open_local
 from tests.conftest import git
 from tests.integration.test_local_run import EXECUTOR
 
@@ -109,6 +114,27 @@ def _interrupted(repo: Path, behaviour: Path) -> None:
     behaviour.write_text("{}")
 
 
+def _decided(repo: Path, decide: Callable[[BatchRunState], BatchRunState]) -> None:
+    """A state a pass decides on a rare path, written through the real store as a pass
+    writes it: the parked batch after `decide` (a transition of integrate/transitions.py)."""
+    stored = current(repo)
+    state = decide(stored.state)
+    store = StateStore(open_local(repo).refs)
+    report = build_report(state, verdict(state, []), state.updated_at)
+    store.write(stored, state, report, stored.cache)
+
+
+def _lineage_failed(repo: Path, behaviour: Path) -> None:
+    _parked(repo, behaviour)
+    _decided(repo, lambda s: t.fail_lineage(s, f"{LINEAGE_BROKEN}: imm/init was rewritten"))
+
+
+def _head_check_failed(repo: Path, behaviour: Path) -> None:
+    _parked(repo, behaviour)
+    reason = f"{HEAD_CHECK_FAILED}: a's check failed twice on the head itself"
+    _decided(repo, lambda s: t.head_check_failed(s, reason))
+
+
 def _retried_with_no_process(repo: Path, behaviour: Path) -> None:
     _parked(repo, behaviour)
     assert _imm(repo, behaviour, "retry", "init", "b").returncode == 0
@@ -118,6 +144,8 @@ STATES: dict[str, tuple[Callable[[Path, Path], None], str]] = {
     "completed": (_completed, "completed"),
     "needs_human, parked": (_parked, "needs_human"),
     "needs_human, plan changed": (_plan_changed, "needs_human"),
+    "needs_human, head check failed": (_head_check_failed, "needs_human"),
+    "failed, lineage broken": (_lineage_failed, "failed"),
     "budget_stopped": (_budget_stopped, "budget_stopped"),
     "cancelled": (_cancelled, "cancelled"),
     "interrupted": (_interrupted, "running"),
