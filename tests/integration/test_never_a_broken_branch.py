@@ -183,6 +183,29 @@ def test_a_check_declaring_what_it_reads_carries_its_pass_over_a_move_that_chang
     assert current(repo).state.batch_state == "completed"
 
 
+def test_the_report_says_which_checks_ran_on_the_head_and_which_their_reads_carried_over(
+    tmp_path: Path,
+) -> None:
+    """Issue 42 #5: `every check of them (2 checks) passed on its head`, though a's did not
+    run on that head."""
+    counter = tmp_path / "a-runs"
+    counted = json.loads(_count_runs(counter))
+    counted["reads"] = ["a.txt"]
+    repo = make_project(tmp_path / "r", {"a": [], "b": ["a"]}, checks={"a": json.dumps(counted)})
+    run_pass(repo)
+    work(repo, "a")
+    run_pass(repo)
+    work(repo, "b")  # changes b.txt: nothing a reads
+    run_pass(repo)
+    stored = current(repo)
+    assert (stored.state.head_checks, stored.state.head_checks_carried) == (2, 1)
+    assert stored.report is not None
+    assert stored.report.reason == (
+        "all 2 tasks integrated into imm/init; every check of them passed: 1 check on its "
+        "head, 1 carried over by their declared reads"
+    )
+
+
 def test_a_check_failing_on_the_batch_head_itself_is_run_again_then_left_to_a_person(
     tmp_path: Path,
 ) -> None:

@@ -184,6 +184,26 @@ def test_changed_names_tracked_files_modified_removed_or_retyped_and_nothing_els
         assert overlay.changed(("dir", "edit.txt", "new")) == ["keep.txt", "link", "tool.sh"]
 
 
+@pytest.mark.parametrize(
+    ("swap", "changed"),
+    [
+        ("rm -rf dir && ln -s /tmp dir", ["dir"]),  # a tracked folder, now a link
+        ("rm -rf dir && echo x > dir", ["dir"]),  # a tracked folder, now a file
+        ("rm keep.txt && mkdir keep.txt && echo x > keep.txt/y", ["keep.txt"]),  # a folder
+        ("rm link && mkdir link", ["link"]),  # a tracked link, now a folder
+    ],
+)
+def test_a_tracked_path_that_changed_kind_is_a_change(
+    history: tuple[GitRepo, str, str], bwrap: str, swap: str, changed: list[str]
+) -> None:
+    """Issue 42 #1: a check that swaps `scripts/` for a link changes what every later check
+    runs; the changes read listed what lay below the folder, never the folder itself."""
+    repo, first, _ = history
+    with overlay_tree(repo, first, bwrap, index=False) as overlay:
+        _in_view(overlay, f"cd {overlay.root} && {swap}")
+        assert overlay.changed(()) == changed
+
+
 def test_a_file_opened_for_writing_but_left_as_it_was_is_no_change(
     history: tuple[GitRepo, str, str], bwrap: str
 ) -> None:

@@ -431,13 +431,19 @@ def landing_moves(landing: LandingDecision) -> bool:
     return any(isinstance(step, Land) for step in landing.steps)
 
 
-def verified_on_top(chain: Sequence[CandidateFacts], landing: LandingDecision) -> int:
-    """How many distinct checks passed on the tree the branch moves to: the last landed
-    lane's, which are those of every task the branch then holds (SPEC §5.4)."""
+def verified_on_top(chain: Sequence[CandidateFacts], landing: LandingDecision) -> tuple[int, int]:
+    """How many distinct checks passed on the tree the branch moves to — the last landed
+    lane's, which are those of every task the branch then holds (SPEC §5.4) — and how many of
+    them were carried over by their declared `reads` rather than run on that tree."""
     last = [step.task_id for step in landing.steps if isinstance(step, Land)][-1]
     entry = next(entry for entry in chain if entry.task_id == last)
     checks = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
-    return len({check.digest for check in checks})
+    carried = {
+        check.digest
+        for check, result in zip(checks, entry.results, strict=False)
+        if result.carried_over
+    }
+    return len({check.digest for check in checks}), len(carried)
 
 
 def head_failure_reason(branch: str, head: str, failed: Sequence[tuple[Check, CheckResult]]) -> str:

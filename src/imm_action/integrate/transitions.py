@@ -251,10 +251,10 @@ def head_check_failed(state: BatchRunState, reason: str) -> BatchRunState:
     return state.model_copy(update={"batch_state": BatchState.NEEDS_HUMAN, "stop_reason": reason})
 
 
-def record_head_checks(state: BatchRunState, verified: int) -> BatchRunState:
-    """The branch moves to a tree on which `verified` checks passed: those of every task it
-    holds."""
-    return state.model_copy(update={"head_checks": verified})
+def record_head_checks(state: BatchRunState, verified: int, carried: int = 0) -> BatchRunState:
+    """The branch moves to a tree on which `verified` checks passed — those of every task it
+    holds — `carried` of them carried over by their declared reads, not run there."""
+    return state.model_copy(update={"head_checks": verified, "head_checks_carried": carried})
 
 
 def judge_head_again(state: BatchRunState) -> BatchRunState:

@@ -43,12 +43,7 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
             "the environment), then continue the batch: its ready lanes are verified again",
         )
     if done == len(children):
-        verified = (
-            f"; every check of {'them' if done != 1 else 'it'} "
-            f"({plural(state.head_checks, 'check')}) passed on its head"
-            if state.head_checks
-            else ""
-        )
+        verified = head_checks_said(state, done)
         return Verdict(
             BatchState.COMPLETED,
             (
@@ -96,6 +91,22 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         BatchState.NEEDS_HUMAN,
         "no child can start",
         "check the skipped tasks' dependencies, then continue the batch",
+    )
+
+
+def head_checks_said(state: BatchRunState, done: int) -> str:
+    """What was verified on the head, exactly: the checks that ran there, and apart those a
+    declared `reads` carried over from another tree (issue 42 #5)."""
+    if not state.head_checks:
+        return ""
+    carried = min(state.head_checks_carried or 0, state.head_checks)
+    ran = state.head_checks - carried
+    whose = f"of {'them' if done != 1 else 'it'}"
+    if not carried:
+        return f"; every check {whose} ({plural(state.head_checks, 'check')}) passed on its head"
+    return (
+        f"; every check {whose} passed: {plural(ran, 'check')} on its head, {carried} carried "
+        "over by their declared reads"
     )
 
 

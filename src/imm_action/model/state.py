@@ -192,6 +192,9 @@ class BatchRunState(StrictModel):
     # How many distinct checks — of every task the branch holds — passed on its head when it
     # last moved (SPEC §5.4): what `completed` reports as verified. None before anything landed.
     head_checks: Annotated[int, Field(ge=0)] | None = None
+    # Of those, how many were carried over by their declared `reads` rather than run on the
+    # head (issue 42 #5: the report counted them as passed on it). None in older states.
+    head_checks_carried: Annotated[int, Field(ge=0)] | None = None
     # The round's checks fanned out to verify jobs (issue 32, decision 0054), until the job
     # that moves the branch has taken their verdicts. None: verified on the integrating runner.
     verifying: VerifyRound | None = None

@@ -547,7 +547,7 @@ class _Pass:
             keep: list[str] = []
             landed: list[Land] = []
             if landing_moves(landing):
-                state = t.record_head_checks(state, verified_on_top(chain, landing))
+                state = t.record_head_checks(state, *verified_on_top(chain, landing))
             for step in landing.steps:
                 state = apply_landing(state, step)
                 if isinstance(step, Land):
