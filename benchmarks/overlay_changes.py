@@ -5,8 +5,8 @@ tree over it a command removes the first `--removed`, file by file, and rewrites
 (with new content, so each is copied up and hashed). Printed: the wall of
 `OverlayTree.changed` (median of `--runs`), and, as the baseline measured in the same run, the
 wall of the two reads it cannot do without — walking the upper folder and listing the tracked
-entries below what it holds — with their ratio. Before the fix the changes read was O(paths^2): 14.75 s here at 10,000 + 10,000, 57 s
-where issue 42 measured it.
+entries below what it holds — with their ratio. Before the fix the changes read was
+O(paths^2): 14.75 s here at 10,000 + 10,000, 57 s where issue 42 measured it.
 
     python benchmarks/overlay_changes.py [--removed 10000] [--rewritten 10000] [--runs 3]
 """
