@@ -190,15 +190,19 @@ def environment_of(check: Queued) -> tuple[str, DescriptorEnvironment]:
 
 @dataclass
 class _Held:
-    """A worker's checkout of one tree, its sandbox, and the environments prepared in it."""
+    """A worker's checkout of one tree, its sandbox, what puts it back as taken, and the
+    environments prepared in its current view."""
 
     tree: str
     sandbox: Sandbox
     close: contextlib.ExitStack
+    fresh: Fresh
     prepared: dict[str, CheckResult | None] = field(default_factory=dict)
+    used: bool = False  # a command ran in this view: the next check gets a fresh one
 
 
-OpenSandbox = Callable[[str, contextlib.ExitStack], Sandbox]
+Fresh = Callable[[], None]
+OpenSandbox = Callable[[str, contextlib.ExitStack], tuple[Sandbox, Fresh]]
 
 
 def run_queue(
@@ -210,7 +214,8 @@ def run_queue(
 ) -> None:
     """Run every item, as many at a time as `workers` admit, each pulled from the shared queue
     in the given order. `open_sandbox(tree, stack)` checks `tree` out (its clean-up
-    pushed on `stack`) and returns the sandbox to run in; `done` gets each result as it comes."""
+    pushed on `stack`) and returns the sandbox to run in and what gives it a fresh view
+    between two checks; `done` gets each result as it comes."""
     queue = deque(items)
     lock = threading.Lock()
 
@@ -242,10 +247,17 @@ def run_queue(
                 held.pop().close.close()
             stack = contextlib.ExitStack()
             try:
-                held.append(_Held(item.tree, open_sandbox(item.tree, stack), stack))
+                sandbox, fresh = open_sandbox(item.tree, stack)
+                held.append(_Held(item.tree, sandbox, stack, fresh))
             except BaseException:
                 stack.close()
                 raise
+        elif held[0].used:
+            # the tree is kept for its next check (ADR 0049), never what the last one wrote
+            # in it (issue 42 #1): the view is fresh, and a `prepare` runs again in it
+            held[0].fresh()
+            held[0].prepared.clear()
+        held[0].used = True
         done(item, _run_one(held[0], item.check, prepare_failed))
 
     count = max(1, min(workers.ceiling, len(queue)))

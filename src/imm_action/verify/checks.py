@@ -18,6 +18,7 @@ from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescr
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.plan.glob import scope_covers
 from imm_action.verify.check_queue import (
+    Fresh,
     Queued,
     QueuedCheck,
     Workers,
@@ -30,7 +31,7 @@ from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, 
 from imm_action.verify.confine import Bind, Confinement
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.sandbox import Sandbox, run_command
-from imm_action.verify.trees import CheckoutTree
+from imm_action.verify.trees import CheckoutTree, remove_tree
 
 
 @dataclass(frozen=True)
@@ -214,13 +215,13 @@ class Verifier:
                 self._record(item, _setup_failed(item.check, prepared))
             return
 
-        def open_sandbox(tree: str, stack: contextlib.ExitStack) -> Sandbox:
+        def open_sandbox(tree: str, stack: contextlib.ExitStack) -> tuple[Sandbox, Fresh]:
             folder = stack.enter_context(scratch_folder(self._repo))
             checkout = stack.enter_context(taken_tree(self._repo, tree, place.confinement))
             sandbox = _check_sandbox(checkout, folder, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             stack.enter_context(checkout.untrusted())
-            return sandbox
+            return sandbox, _fresh_view(checkout, tree, folder, prepared, place.confinement)
 
         ordered = longest_first(items, lambda item: self.cache.duration_ms(item.check.digest))
         run_queue(ordered, self.workers, open_sandbox, self._record, _prepare_failed)
@@ -316,9 +317,10 @@ class Verifier:
             else taken_tree(self._repo, tree, place.confinement) as checkout,
         ):
             sandbox = _check_sandbox(checkout, scratch, prepared, place.confinement)
+            fresh = _fresh_view(checkout, tree, scratch, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
-                return _run_in(sandbox, environment, group)
+                return _run_in(sandbox, environment, group, fresh)
 
 
 def _check_sandbox(
@@ -339,10 +341,7 @@ def _check_sandbox(
     for name, kept in prepared.binds:
         if seen_at is not None:
             binds.append(Bind(kept, f"{seen_at}/{name}"))
-        elif not os.path.lexists(root / name):
-            # unconfined: a link the next holder's sweep removes (trees.py)
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(kept, root / name)
+    _link_setup_leftovers(root, prepared, confinement)
     # an overlay's files exist only inside the sandbox: it is mounted there, and a command's
     # paths are looked up in its git tree
     overlay, entry_kind = None, None
@@ -354,18 +353,56 @@ def _check_sandbox(
                    overlay=overlay, entry_kind=entry_kind)  # fmt: skip
 
 
+def _link_setup_leftovers(root: Path, prepared: Prepared, confinement: Confinement) -> None:
+    """Unconfined, what `check_setup` left in its tree is linked into this one (confined, the
+    sandbox binds it): links the next holder's sweep removes (trees.py)."""
+    if confinement.active:
+        return
+    for name, kept in prepared.binds:
+        if not os.path.lexists(root / name):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(kept, root / name)
+
+
+def _fresh_view(
+    tree: CheckoutTree | OverlayTree,
+    shown: str,
+    scratch: Path,
+    prepared: Prepared,
+    confinement: Confinement,
+) -> Fresh:
+    """What puts a check's tree and scratch home back as they were before any check ran:
+    called between two checks of one tree, so no check sees what another wrote (issue 42 #1:
+    a check that planted a module, or swapped a folder for a link, passed its siblings)."""
+
+    def fresh() -> None:
+        tree.fresh_view(shown)
+        remove_tree(scratch / "home")
+        (scratch / "home").mkdir()
+        _link_setup_leftovers(tree.root, prepared, confinement)
+
+    return fresh
+
+
 def _run_in(
-    sandbox: Sandbox, environment: DescriptorEnvironment, group: list[Check]
+    sandbox: Sandbox, environment: DescriptorEnvironment, group: list[Check], fresh: Fresh
 ) -> list[tuple[Check, CheckResult]]:
+    """The group's checks one after another, each on a fresh view of the tree; a `prepare`
+    runs before each (its work would otherwise be what one check leaves the next)."""
     writable = tuple(environment.writable_paths)
-    if environment.prepare is not None:
-        prepared = run_command(sandbox, "prepare", environment.prepare, writable)
-        if not prepared.passed:
-            return [(check, _prepare_failed(check, prepared)) for check in group]
-    return [
-        (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
-        for check in group
-    ]
+    results: list[tuple[Check, CheckResult]] = []
+    for position, check in enumerate(group):
+        if position:
+            fresh()
+        if environment.prepare is not None:
+            prepared = run_command(sandbox, "prepare", environment.prepare, writable)
+            if not prepared.passed:
+                results.append((check, _prepare_failed(check, prepared)))
+                continue
+        results.append(
+            (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
+        )
+    return results
 
 
 def _setup_failed(check: Queued, setup: CheckResult) -> CheckResult:

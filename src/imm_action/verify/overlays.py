@@ -139,6 +139,16 @@ class OverlayTree:
         changed.update(_differing(self.upper, copies, self.repo))
         return sorted(changed)
 
+    def fresh_view(self, tree: str) -> None:
+        """The tree as taken again, nothing any command wrote in it left (issue 42 #1): a new
+        upper and work folder — the lower layers are the kernel's to keep, never written. For a
+        check's tree only: a lane's upper holds its executor's work."""
+        if tree != self.tree:
+            raise ValueError(f"an overlay of {self.tree[:12]} cannot show {tree[:12]}")
+        for name in ("upper", "work"):
+            remove_tree(self.slot / name)
+            (self.slot / name).mkdir(mode=0o700)
+
     def _below(self, path: str) -> bool:
         """Whether the lower layers (layer over base) hold `path`."""
         parts = path.split("/")

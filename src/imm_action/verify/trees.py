@@ -137,6 +137,11 @@ class CheckoutTree:
             _discard(self)
         move_slot(self.repo, self.slot, tree)
 
+    def fresh_view(self, tree: str) -> None:
+        """Between two checks of one tree: what the first wrote — untracked files included —
+        gone before the next runs (issue 42 #1): clean, then the stat-based move back."""
+        self.restore(tree)
+
     @contextlib.contextmanager
     def untrusted(self) -> Iterator[None]:
         """While code imm does not trust runs in the tree: a write of the index (which lies in
