@@ -4,7 +4,8 @@ A repository of `--files` files; `--checks` distinct trivial checks (`true`, eac
 descriptor) verified one after another on one tree, first unconfined under the reaper (the
 baseline, same run), then in the bubblewrap sandbox. Printed: the per-check wall of each, the
 difference (target: <= 15 ms a command), the fixed cost of choosing the sandbox, and what an
-unchanged `check_setup` costs a later run (target: <= 0.2 s). Needs a kernel that lets bwrap
+unchanged `check_setup` costs a later run (target: <= 0.2 s), and what a fresh view between
+two checks of one tree costs (issue 42: <= 5 ms). Needs a kernel that lets bwrap
 make namespaces (or passwordless sudo).
 
     python benchmarks/isolation.py [--checks 40] [--files 2000] [--runs 5]
@@ -96,6 +97,34 @@ def command_cost(confinement: object, root: Path, count: int) -> tuple[float, fl
     return statistics.median(sandboxed), statistics.median(bare)
 
 
+def fresh_view_cost(
+    repo: GitRepo, tree: str, confinement: object, count: int
+) -> tuple[float, float]:
+    """Median wall of one fresh view (issue 42 #1) after a check wrote a file: an overlay's
+    new upper folder, and a whole checkout cleaned and moved back."""
+    from imm_action.verify.confine import Confinement
+    from imm_action.verify.overlays import overlay_tree
+    from imm_action.verify.trees import checked_out
+
+    assert isinstance(confinement, Confinement)
+    assert confinement.bwrap is not None
+    overlay: list[float] = []
+    whole: list[float] = []
+    with overlay_tree(repo, tree, confinement.bwrap, index=False) as view:
+        for _ in range(count):
+            (view.upper / "written-by-a-check.txt").write_text("x\n")
+            started = time.perf_counter()
+            view.fresh_view(tree)
+            overlay.append(time.perf_counter() - started)
+    with checked_out(repo, tree) as checkout:
+        for _ in range(count):
+            (checkout.root / "written-by-a-check.txt").write_text("x\n")
+            started = time.perf_counter()
+            checkout.fresh_view(tree)
+            whole.append(time.perf_counter() - started)
+    return statistics.median(overlay), statistics.median(whole)
+
+
 def setup_reused(repo: GitRepo, confinement: object, run: int) -> float:
     """A later run's cost of an unchanged check_setup: the first run prepares it, the second
     (timed) finds it kept for the same command and lockfiles."""
@@ -142,6 +171,7 @@ def main() -> int:
             setup_again.append(setup_reused(repo, confinement, run))
         confinement = choose_confinement("auto", holds_credential=True, git_folders=folders)
         one, bare = command_cost(confinement, root, 100)
+        fresh_overlay, fresh_checkout = fresh_view_cost(repo, tree, confinement, 100)
         base, cost = statistics.median(plain), statistics.median(sandboxed)
         print(f"{'':<22} {'median':>9}   runs")
         print(f"{'unconfined (baseline)':<22} {base * 1000:7.1f}ms   "
@@ -153,6 +183,11 @@ def main() -> int:
         print(
             f"one sandboxed command (`true`, median of 100): {one * 1000:.1f} ms; the same "
             f"command bare: {bare * 1000:.1f} ms; the sandbox adds {(one - bare) * 1000:.1f} ms"
+        )
+        print(
+            f"a fresh view between two checks of one tree (median of 100): overlay "
+            f"{fresh_overlay * 1000:.2f} ms, whole checkout {fresh_checkout * 1000:.1f} ms "
+            f"(target: <= 5 ms; {fresh_overlay / one:.2f} of one sandboxed command)"
         )
         print(f"fixed cost per run (choosing the sandbox): "
               f"{statistics.median(fixed) * 1000:.1f} ms")  # fmt: skip
