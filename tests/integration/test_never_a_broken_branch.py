@@ -336,6 +336,46 @@ def test_a_lane_rewriting_the_script_a_siblings_check_runs_is_refused(tmp_path: 
     assert git(repo, "show", "imm/init:scripts/check_c.sh") == "grep -qx good c.txt\n"
 
 
+def test_a_later_lane_rewriting_a_test_its_owner_wrote_in_this_batch_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Issue 42 #2: c's lane writes the test its own check runs (absent at the plan's commit);
+    s, whose scope covers tests/**, rewrites it to pass."""
+    check_c = descriptor(["tests/test_c.py"])
+    repo = make_project(
+        tmp_path / "r", {"c": [], "s": ["c"]},
+        checks={"c": check_c, "s": descriptor()},
+        scopes={"c": ["c.txt", "tests/test_c.py"], "s": ["tests/**"]},
+    )  # fmt: skip
+    run_pass(repo)
+    test_c = "import pathlib, sys; sys.exit(pathlib.Path('c.txt').read_text() != 'good\\n')\n"
+    work(repo, "c", {"c.txt": "good\n", "tests/test_c.py": test_c})
+    run_pass(repo)
+    work(repo, "s", {"tests/test_c.py": "pass\n", "tests/test_s.py": "pass\n"})
+    run_pass(repo)
+    states = _states(repo)
+    assert states["c"][0] == "integrated"
+    assert states["s"] == ("needs_human", "lane_touches_check: tests/test_c.py (c)")
+    assert git(repo, "show", "imm/init:tests/test_c.py") == test_c
+    report = current(repo).report
+    assert report is not None
+    assert "narrow its scope_hint to leave the path out" in report.next_action  # not "retry"
+
+
+def test_a_lane_changing_a_file_below_a_folder_a_check_names_is_refused(tmp_path: Path) -> None:
+    """`python3 -m unittest discover tests/c` names the folder: what lies below it is c's."""
+    check_c = descriptor(["-m", "unittest", "discover", "-s", "tests/c"])
+    repo = make_project(
+        tmp_path / "r", {"c": [], "s": []},
+        checks={"c": check_c, "s": descriptor()}, scopes={"c": ["c.txt"], "s": ["tests/**"]},
+        extra_files={"tests/c/test_c.py": "import unittest\n"},
+    )  # fmt: skip
+    run_pass(repo)
+    work(repo, "s", {"tests/c/test_more.py": "raise SystemExit(0)\n"})
+    run_pass(repo)
+    assert _states(repo)["s"] == ("needs_human", "lane_touches_check: tests/c/test_more.py (c)")
+
+
 def test_a_lane_may_rewrite_the_script_its_own_check_runs(tmp_path: Path) -> None:
     check_c = descriptor(["scripts/check_c.sh"], executable="sh")
     repo = make_project(

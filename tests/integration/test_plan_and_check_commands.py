@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.batch_helpers import make_project
 from tests.conftest import (
     descriptor,
     git,
@@ -418,3 +419,41 @@ def test_a_config_path_that_could_leave_the_repository_is_a_usage_error(
     code, out, err = _run(capsys, "plan", "init", "--repo", str(repo))
     assert (code, out) == (2, "")
     assert f"IMM_CONFIG={path!r}: the config must be a .yml file inside the repository" in err
+
+
+def _scope_conflict_project(root: Path) -> Path:
+    """s's scope covers tests/**; c's check runs tests/test_c.py, which c's lane writes."""
+    return make_project(
+        root, {"c": [], "s": []},
+        checks={"c": descriptor(["tests/test_c.py"])},
+        scopes={"c": ["c.txt", "tests/test_c.py"], "s": ["tests/**"]},
+    )  # fmt: skip
+
+
+SCOPE_CONFLICT = (
+    "scope_covers_check: s may change tests/test_c.py, named by c's check; a lane of s that "
+    "changes it is refused (lane_touches_check) — narrow s's scope_hint to leave "
+    "tests/test_c.py out, or make c's check not name it"
+)
+
+
+def test_check_names_a_scope_that_covers_another_tasks_check_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 42 #3: found before any lane runs, not after the agent's work is refused."""
+    repo = _scope_conflict_project(tmp_path / "r")
+    text = (repo / "docs/plans/s.intent.json").read_text()
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if '"scope_hint"' in row)
+    code, out, err = run_cli(capsys, "check", "--repo", str(repo))
+    assert code == 0, out + err  # a warning: s's lane may never touch the file
+    assert f"docs/plans/s.intent.json:{line}: {SCOPE_CONFLICT}" in out
+
+
+def test_plan_and_run_warn_of_a_scope_that_covers_another_tasks_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _scope_conflict_project(tmp_path / "r")
+    _, _, err = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "json")
+    assert f"warning: docs/plans/s.intent.json: {SCOPE_CONFLICT}" in err
+    _, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", "true")
+    assert err.count(SCOPE_CONFLICT) == 1  # once, before any lane

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from imm_action.carriers.intents import IntentFile
+from imm_action.carriers.intents import IntentFile, valid_intents
 from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, GitRunner, repo_root
@@ -30,6 +30,7 @@ from imm_action.model.refs import batch_branch, heads
 from imm_action.model.state import BatchRunState, BatchState, SettledTask
 from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
+from imm_action.plan.check_paths import ScopeCoversCheck, intent_conflicts
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural
 from imm_action.verify.check_setup import SCRATCH_PREFIX, CheckPlace, scratch_root
@@ -195,11 +196,11 @@ def pass_request(
             commit=base_head,  # the commit the batch starts from, never the working tree
         )
         refuse_left_out(plan, intents)
-        known = (plan, scopes_of(intents))
+        known = (plan, scopes_of(intents), tuple(intent_conflicts(valid_intents(intents))))
         if plans is not None:
             plans.clear()  # only the newest inputs matter
             plans[key] = known
-    plan, scopes = known
+    plan, scopes, conflicts = known
     return PassRequest(
         slug=slug,
         plan=plan,
@@ -217,6 +218,7 @@ def pass_request(
         committer=committer_of(batch_repo.config),
         config_file=config_path(),
         settled=tuple(settled.values()),
+        scope_conflicts=conflicts,
     )
 
 
@@ -252,7 +254,9 @@ def refuse_left_out(plan: BatchPlan, intents: Mapping[str, IntentFile]) -> None:
 
 
 PlanKey = tuple[str, str, int | None, tuple[tuple[str, str], ...]]
-PlanMemo = dict[PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]]]]
+PlanMemo = dict[
+    PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]], tuple[ScopeCoversCheck, ...]]
+]
 
 
 def recorded_issue(

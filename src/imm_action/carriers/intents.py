@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -41,6 +41,15 @@ def read_intents(inputs: CommittedInputs, task_ids: Iterable[str]) -> dict[str, 
         }
     inputs.prefetch(intent_path(task_id) for task_id in wanted)
     return {task_id: _read_committed(inputs, task_id) for task_id in wanted}
+
+
+def valid_intents(files: Mapping[str, IntentFile]) -> dict[str, TaskIntent]:
+    """The intents of `files` that are valid, by task id."""
+    return {
+        task: file.reading.intent
+        for task, file in files.items()
+        if isinstance(file.reading, ValidIntent)
+    }
 
 
 def read_intent(inputs: CommittedInputs, task_id: str) -> IntentFile:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imm_action.carriers.committed import CommittedInputs, committed_inputs
-from imm_action.carriers.intents import read_intents
+from imm_action.carriers.intents import IntentFile, locate_json_path, read_intents
 from imm_action.carriers.local import initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.console import CommandIO
@@ -15,7 +16,8 @@ from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem, 
 from imm_action.git import changed_paths
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
-from imm_action.model.intent import intent_path
+from imm_action.model.intent import ValidIntent, intent_path
+from imm_action.plan.check_paths import intent_conflicts
 from imm_action.text import listed, plural
 
 if TYPE_CHECKING:
@@ -138,7 +140,8 @@ def validate_repository(repo: Path) -> Validation:
         Problem(relative, None, f"file name must be <task_id>{INTENT_SUFFIX} with a valid id")
         for relative in misnamed
     )
-    for file in read_intents(inputs, intent_files).values():
+    read = read_intents(inputs, intent_files)
+    for file in read.values():
         problems.extend(file.problems)
     slugs = [name.removesuffix(".md") for name in inputs.names_in(INITIATIVES_DIR, ".md")]
     parsed: list[LocatedInitiative] = []
@@ -150,6 +153,7 @@ def validate_repository(repo: Path) -> Validation:
             continue
         parsed.append(located)
         problems.extend(_missing_intents(located, set(intent_files)))
+        warnings.extend(_scope_conflicts(inputs, located, read))
     intents = len(intent_files) + len(misnamed)
     return Validation(problems, warnings, len(slugs), intents, tuple(parsed))
 
@@ -175,6 +179,25 @@ def _missing_intents(located: LocatedInitiative, have: set[str]) -> list[Problem
         for task in located.initiative.tasks
         if task.task_id not in have
     ]
+
+
+def _scope_conflicts(
+    inputs: CommittedInputs, located: LocatedInitiative, read: Mapping[str, IntentFile]
+) -> list[Problem]:
+    """Each task of the initiative whose scope covers a path another task's check names, at
+    its intent's `scope_hint` line (issue 42 #3): found before a lane runs, not after."""
+    intents = {
+        task.task_id: reading.intent
+        for task in located.initiative.tasks
+        if task.task_id in read and isinstance(reading := read[task.task_id].reading, ValidIntent)
+    }
+    found = []
+    for conflict in intent_conflicts(intents):
+        relative = intent_path(conflict.task)
+        data = inputs.read(relative)
+        text = data.decode("utf-8", "replace") if data is not None else ""
+        found.append(Problem(relative, locate_json_path(text, ("scope_hint",)), conflict.message()))
+    return found
 
 
 def _relevant_paths(repo: Path, base: str, initiatives: tuple[LocatedInitiative, ...]) -> set[str]:

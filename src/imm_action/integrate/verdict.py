@@ -11,7 +11,8 @@ from imm_action.integrate.transitions import admissions_used, child_of, run_canc
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
 from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
-from imm_action.text import plural
+from imm_action.plan.lane_change import TOUCHES_CHECK
+from imm_action.text import listed, plural
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,19 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         first, others = parked[0], [child.task_id for child in parked[1:]]
         # every parked task named (issue 41 #7), the first one's reason in full
         also = f"; also parked: {', '.join(others)}" if others else ""
+        touched = [c.task_id for c in parked if (c.reason or "").startswith(TOUCHES_CHECK)]
         return Verdict(
             BatchState.NEEDS_HUMAN,
             f"task {first.task_id} needs a person: {first.reason}{also}",
-            "fix the cause and commit the fix, then continue the batch (parked tasks run "
-            "again); or retry one task as it is",
+            (
+                f"{listed(touched)} changed a path another task's check names "
+                f"({TOUCHES_CHECK}), which a retry as it is would change again: narrow "
+                f"{'its' if len(touched) == 1 else 'their'} scope_hint to leave the path out, "
+                "or make the owner's check not name it; commit, then continue the batch"
+            )
+            if touched
+            else "fix the cause and commit the fix, then continue the batch (parked tasks "
+            "run again); or retry one task as it is",
         )
     pending = [child for child in children if child.state is ChildState.PENDING]
     if pending and admissions_used(state) >= state.budget.max_children:

@@ -32,6 +32,7 @@ from imm_action.lanes.local import LaneLauncher, LocalLanes, RunningLane
 from imm_action.lanes.runners import LaneStart
 from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import masker_for
+from imm_action.model.intent import intent_path
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.passes.driver import PassRequest, PassResult, reconcile
@@ -129,7 +130,8 @@ class Coordinator:
             with bases_in_memory():
                 # the intents and the plan first: a typo is refused in a second, before
                 # `check_setup` spends minutes installing (issue 41 #4); planned once, kept
-                self._request()
+                for conflict in self._request().scope_conflicts:
+                    self._event(f"warning: {intent_path(conflict.task)}: {conflict.message()}")
                 self.place.prepared(self.batch_repo.repo)
                 return self._run()
         finally:

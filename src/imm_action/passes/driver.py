@@ -72,6 +72,7 @@ from imm_action.passes.observe import (
     recorded_head,
     stack_record,
 )
+from imm_action.plan.check_paths import ScopeCoversCheck
 from imm_action.text import plural
 from imm_action.verify.checks import ResultCache, Verifier
 
@@ -117,6 +118,9 @@ class PassRequest:
     # What earlier batches integrated on the line a new batch builds on (the plan's
     # `already_settled` tasks, with their commits): recorded in the new batch's state.
     settled: tuple[SettledTask, ...] = ()
+    # Tasks whose scope covers a path another task's check names (issue 42 #3): said once by
+    # `imm run` before any lane starts; a lane of theirs that changes the path is refused.
+    scope_conflicts: tuple[ScopeCoversCheck, ...] = ()
     # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
     # the stack and bisect jobs' pass (it runs no check, and records what the stack owes as
     # shards when that pays), the verdicts the bisect and integrate jobs downloaded, and, for

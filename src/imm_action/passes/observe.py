@@ -54,6 +54,7 @@ from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
 from imm_action.model.state import BatchChild, BatchRunState
+from imm_action.plan.check_paths import named_paths
 from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 
@@ -591,10 +592,12 @@ _CHECK_FILES: dict[tuple[str, tuple[str, ...]], Mapping[str, frozenset[str]]] = 
 def check_files(
     repo: GitRepo, state: BatchRunState, intents: IntentMemo
 ) -> Mapping[str, frozenset[str]]:
-    """The repository files (present at the plan's commit) that a task's check runs as its
-    executable or names as an argument, each with the tasks whose checks name it: a lane may
-    change such a file only when its own task's check names it (issue 28 #5). Made once per
-    plan commit: a pass asks for it on every round."""
+    """The repository paths a task's check runs as its executable or names as an argument,
+    each with the tasks whose checks name it: a lane may add, change or remove such a path —
+    or anything below it, when it is a folder — only when its own task's check names it
+    (issue 28 #5). Whatever the path's state at the plan's commit (issue 42 #2): the test a
+    task's own lane writes in this batch is its task's too. Made once per plan commit: a pass
+    asks for it on every round."""
     tasks = tuple(child.task_id for child in state.children)
     key = (state.judged_at, tasks)
     known = _CHECK_FILES.get(key)
@@ -604,44 +607,13 @@ def check_files(
     for task in tasks:
         found = _owned_checks(repo, state.judged_at, [task], intents)
         for check in found.checks if isinstance(found, ChecksFound) else ():
-            for path in _named_paths(check):
+            for path in named_paths(check.descriptor.command):
                 named.setdefault(path, set()).add(task)
-    present = repo.tree_entries(state.judged_at, sorted(named), recursive=False) if named else {}
-    files = {
-        path: frozenset(named[path]) for path, entry in present.items()
-        if path in named and entry.mode not in ("040000", "160000")
-    }  # fmt: skip
+    files = {path: frozenset(owners) for path, owners in named.items()}
     if len(_CHECK_FILES) > 64:
         _CHECK_FILES.clear()
     _CHECK_FILES[key] = files
     return files
-
-
-def _named_paths(check: Check) -> list[str]:
-    """What a descriptor's command may name as a repository file, as repository paths: its
-    `./` executable (repository-relative) and each argument (read from its cwd)."""
-    command = check.descriptor.command
-    folder = "" if command.cwd == "." else command.cwd
-    named = [_joined("", command.executable[2:])] if command.executable.startswith("./") else []
-    named += [_joined(folder, argument) for argument in command.argv if argument[:1] != "-"]
-    return [path for path in named if path is not None]
-
-
-def _joined(folder: str, relative: str) -> str | None:
-    """`folder/relative` normalised, or None when it leaves the repository or enters .git."""
-    parts: list[str] = []
-    for part in [*folder.split("/"), *relative.split("/")]:
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not parts:
-                return None
-            parts.pop()
-            continue
-        parts.append(part)
-    if not parts or ".git" in parts:
-        return None
-    return "/".join(parts)
 
 
 def plan_paths(state: BatchRunState, config_file: str) -> frozenset[str]:

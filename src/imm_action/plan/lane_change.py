@@ -34,6 +34,17 @@ class ChangedEntry:
     link_target: str | None = None  # for a symlink: what it points to
 
 
+def _owners(path: str, owned: Mapping[str, Collection[str]]) -> frozenset[str]:
+    """The tasks whose checks name `path` or a folder above it (issue 42 #2: a check that
+    names `tests/c` protects what lies below it)."""
+    found: set[str] = set()
+    at = path
+    while at:
+        found.update(owned.get(at, ()))
+        at = at.rpartition("/")[0]
+    return frozenset(found)
+
+
 def lane_change_refusal(
     entries: Sequence[ChangedEntry],
     scope_hint: Sequence[str],
@@ -50,7 +61,8 @@ def lane_change_refusal(
     removes a link: then every link is resolved again through the others, since one new link
     (`out/r -> ..`) changes where an old one leads. `check_files`: the repository files the
     plan's checks run or name (path -> the tasks whose checks do), which only those tasks may
-    change (issue 28: a lane rewriting the script a sibling's check runs)."""
+    change, nor anything below them (issue 28: a lane rewriting the script a sibling's check
+    runs; issue 42: a test its owner wrote in this batch, a file below a folder a check names)."""
     git_paths = [e.path for e in entries if ".git" in e.path.lower().split("/")]
     if git_paths:
         return f"{GIT_PATH}: {listed(sorted(git_paths))}"
@@ -59,9 +71,9 @@ def lane_change_refusal(
         return f"{TOUCHES_PLAN}: {listed(sorted(touched))}"
     owned = check_files or {}
     foreign = sorted(
-        f"{e.path} ({', '.join(sorted(owned[e.path]))})"
+        f"{e.path} ({', '.join(sorted(owners))})"
         for e in entries
-        if e.path in owned and task_id not in owned[e.path]
+        if (owners := _owners(e.path, owned)) and task_id not in owners
     )
     if foreign:
         return f"{TOUCHES_CHECK}: {listed(foreign)}"
