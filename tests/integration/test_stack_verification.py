@@ -21,8 +21,8 @@ task, counter, *rules = sys.argv[1:]
 with open(counter, "a") as runs:
     runs.write(task + "\\n")
 ok = pathlib.Path(task + ".txt").exists()
-for rule in rules:  # "breaker" or "breaker|mender": the breaker's file, the mender's absent
-    breaker, _, mender = rule.partition("|")
+for rule in rules:  # "rule:breaker" or "rule:breaker|mender": breaker there, mender absent
+    breaker, _, mender = rule.removeprefix("rule:").partition("|")
     broken = pathlib.Path(breaker).exists() and not (mender and pathlib.Path(mender).exists())
     ok = ok and not broken
 sys.exit(0 if ok else 1)
@@ -30,7 +30,9 @@ sys.exit(0 if ok else 1)
 
 
 def _own_check(task: str, counter: Path, *rules: str) -> str:
-    return descriptor(["check.py", task, str(counter), *rules])
+    # the rules are not paths the check names (`rule:t04.txt`): another task's lane writes
+    # t04.txt, which a check naming it would make its own (lane_touches_check, issue 42 #2)
+    return descriptor(["check.py", task, str(counter), *(f"rule:{rule}" for rule in rules)])
 
 
 def _round(

@@ -24,6 +24,7 @@ def test_a_check_names_its_files_and_folders_but_not_its_options_code_or_the_roo
     assert named_paths(_command(["-c", "print(1)"], executable="sh")) == []
     assert named_paths(_command(["../check.sh"], executable="sh", cwd="scripts")) == ["check.sh"]
     assert named_paths(_command(["../../x"], cwd="a")) == []  # leaves the repository
+    assert named_paths(_command(["check.py", "/tmp/runs"])) == ["check.py"]  # not in the tree
 
 
 def test_a_scope_covering_a_named_file_or_what_lies_below_a_named_folder_conflicts() -> None:

@@ -25,8 +25,8 @@ def named_paths(command: DescriptorCommand) -> list[str]:
     named = [_joined("", command.executable[2:])] if command.executable.startswith("./") else []
     arguments = list(command.argv)
     for position, argument in enumerate(arguments):
-        if argument[:1] == "-" or (position and arguments[position - 1] == "-c"):
-            continue  # an option, or the code of `python3 -c` / `sh -c`: no path
+        if argument[:1] in ("-", "/") or (position and arguments[position - 1] == "-c"):
+            continue  # an option, a path outside the tree, or the code of `python3 -c`
         named.append(_joined(folder, argument))
     return [path for path in named if path is not None]
 
