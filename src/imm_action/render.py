@@ -177,7 +177,8 @@ def batch_body(
 
 def adopted_markdown(report: BatchRunReport) -> list[str]:
     """People's pushes the batch adopted (never a lane's): one bullet each."""
-    return [*(f"- {line}" for line in report.adopted), ""] if report.adopted else []
+    lines = [*report.adopted, *report.quarantined]
+    return [*(f"- {line}" for line in lines), ""] if lines else []
 
 
 def _seconds(value: float) -> str:
@@ -386,6 +387,7 @@ def batch_text(
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
         lines.extend(folded_failures(child.failures, " " * (width + 4)))
     lines.extend(report.adopted)
+    lines.extend(report.quarantined)
     if full is not None:
         lines.append(f"every failure in full: {full}")
     commands = local_commands(report, program, repo, executor, idle) if repo is not None else []

@@ -271,9 +271,6 @@ def _failed(check_id: str) -> CheckResult:
 ROWS = {
     "plan digest changed": Row(_plan_changed, "a", reasons.PLAN_CHANGED),
     "branch deleted": Row(_branch_deleted, "a", reasons.LINEAGE_BROKEN, ("was deleted",)),
-    "branch rewritten": Row(
-        _branch_rewritten, "a", reasons.LINEAGE_BROKEN, ("does not contain the recorded head",)
-    ),
     "lane commit not on its base": Row(
         _lane_commit_off_base, "a", reasons.LINEAGE_BROKEN, ("expected only the lane base",)
     ),
@@ -474,25 +471,39 @@ def _decided(state: BatchRunState, *commits: CommitFact) -> BatchRunState | str:
     return decided.state
 
 
-def test_a_move_while_a_lane_runs_is_never_adopted_and_stops_the_batch_naming_it() -> None:
+def test_a_rewritten_branch_is_quarantined_and_the_batch_goes_on() -> None:
+    """Issue 42 #4: it failed the batch, costing every lane in flight."""
+    state = _branch_rewritten()
+    assert state.batch_state is BatchState.RUNNING
+    assert child(state, "a").state is ChildState.LANE_ADMITTED
+    [kept] = state.quarantined
+    assert (kept.foreign, kept.restored) == (HEAD, BASE)
+    assert kept.reason.startswith(reasons.LINEAGE_BROKEN)
+    assert "does not contain the recorded head" in kept.reason
+
+
+def test_a_move_while_a_lane_runs_is_never_adopted_and_is_quarantined_naming_it() -> None:
     pushed = _commit("person", "fix a typo", False, "Alice Maintainer <alice@example.com>")
     state = _decided(_committed_a(), pushed)
     assert isinstance(state, BatchRunState)
-    assert state.batch_state is BatchState.FAILED
+    assert state.batch_state is BatchState.RUNNING
     assert state.adopted_heads == []
-    assert (state.stop_reason or "").startswith(reasons.LINEAGE_BROKEN)
-    assert f"first commit {pushed.oid}" in (state.stop_reason or "")
-    assert "while lanes of the batch were running (a)" in (state.stop_reason or "")
+    [kept] = state.quarantined
+    assert kept.reason.startswith(reasons.LINEAGE_BROKEN)
+    assert f"first commit {pushed.oid}" in kept.reason
+    assert "while lanes of the batch were running (a)" in kept.reason
+    told = build_report(state, verdict(state, []), NOW)
+    assert told.quarantined[0].startswith(f"quarantined: {pushed.oid} (pushed onto imm/")
 
 
 def test_an_unrecorded_integration_while_its_lane_runs_is_never_recorded() -> None:
     """What a crash of imm can no longer leave (the branch and the state move in one
-    transaction), a sibling's executor can forge: it stops the batch instead."""
+    transaction), a sibling's executor can forge: it is kept aside, never recorded."""
     forged = _commit("orphan", "imm(a): Do a", True)
     state = _decided(_committed_a(), forged)
     assert isinstance(state, BatchRunState)
     assert state.commits == []
-    assert state.batch_state is BatchState.FAILED
+    assert [kept.foreign for kept in state.quarantined] == [forged.oid]
 
 
 def test_a_commit_pushed_by_a_person_while_no_lane_runs_is_adopted_unverified() -> None:
@@ -510,7 +521,7 @@ def test_a_commit_with_the_trailer_is_never_adopted_even_when_no_lane_runs() -> 
     state = _decided(_waiting(), forged)
     assert isinstance(state, BatchRunState)
     assert state.adopted_heads == []
-    assert f"lane-made commit {forged.oid} is never adopted" in (state.stop_reason or "")
+    assert f"lane-made commit {forged.oid} is never adopted" in state.quarantined[0].reason
 
 
 # -- lanes (SPEC §5.2 step 4) ----------

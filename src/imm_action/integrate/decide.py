@@ -58,6 +58,7 @@ from imm_action.model.state import (
     BatchState,
     ChildState,
     GithubRunner,
+    QuarantinedHead,
 )
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
@@ -251,11 +252,18 @@ def decide_batch(
             return BatchDecision(t.fail_lineage(state, lineage), settled=True)
         kept = Quarantine(head.head, quarantine_ref(state.batch_id, head.quarantined + 1),
                           head.recorded)  # fmt: skip
-        lineage += (
-            f"; the foreign head is kept as {kept.ref} and {state.branch} is put back to "
-            f"{kept.restored}, its last verified head"
+        # The batch goes on (issue 42 #4): lanes in flight were based on the verified head the
+        # branch goes back to, and land as usual; the foreign head waits at its ref.
+        record = QuarantinedHead(
+            ref=kept.ref, foreign=kept.foreign, restored=kept.restored, reason=lineage
         )
-        return BatchDecision(t.fail_lineage(state, lineage), settled=True, quarantine=kept)
+        said = (
+            f"{state.branch} moved outside imm ({lineage}): the foreign head is kept as "
+            f"{kept.ref}, {state.branch} is put back to {kept.restored[:12]}, its last "
+            "verified head, and the batch goes on"
+        )
+        state, lane_notes = decide_lanes(t.quarantine(state, record), facts.lanes)
+        return BatchDecision(state, (said, *lane_notes), quarantine=kept)
     state, notes = lineage
     state, lane_notes = decide_lanes(state, facts.lanes)
     return BatchDecision(state, (*notes, *lane_notes))

@@ -22,6 +22,7 @@ from imm_action.model.state import (
     ChildState,
     GithubRunner,
     Lane,
+    QuarantinedHead,
     Runner,
 )
 
@@ -243,6 +244,12 @@ def fail_lineage(state: BatchRunState, reason: str) -> BatchRunState:
         if child.state is ChildState.NEEDS_HUMAN:
             stopped = skip_dependents(stopped, child.task_id)
     return stopped.model_copy(update={"batch_state": BatchState.FAILED, "stop_reason": reason})
+
+
+def quarantine(state: BatchRunState, kept: QuarantinedHead) -> BatchRunState:
+    """A foreign head is kept aside and the branch put back: the batch goes on from its last
+    verified head (issue 42 #4; it failed before, costing every lane in flight)."""
+    return state.model_copy(update={"quarantined": [*state.quarantined, kept]})
 
 
 def head_check_failed(state: BatchRunState, reason: str) -> BatchRunState:

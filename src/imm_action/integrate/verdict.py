@@ -10,7 +10,13 @@ from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN, PLAN
 from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
-from imm_action.model.state import BatchChild, BatchRunState, BatchState, ChildState
+from imm_action.model.state import (
+    BatchChild,
+    BatchRunState,
+    BatchState,
+    ChildState,
+    QuarantinedHead,
+)
 from imm_action.plan.lane_change import TOUCHES_CHECK
 from imm_action.text import listed, plural
 
@@ -100,6 +106,16 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         BatchState.NEEDS_HUMAN,
         "no child can start",
         "check the skipped tasks' dependencies, then continue the batch",
+    )
+
+
+def quarantine_line(state: BatchRunState, kept: QuarantinedHead) -> str:
+    """What became of a refused push, and how to bring its commit in (issue 42 #4)."""
+    return (
+        f"quarantined: {kept.foreign} (pushed onto {state.branch} outside imm) is kept as "
+        f"{kept.ref}; {state.branch} went back to {kept.restored[:12]}. To bring it in, "
+        f"merge it into {state.base_ref} and continue the batch (the continuation merges "
+        f"{state.base_ref} in), or make its change a task"
     )
 
 
@@ -231,4 +247,5 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         created_at=now,
         continues=state.continues,
         adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
+        quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
     )

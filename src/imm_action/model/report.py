@@ -40,6 +40,9 @@ class BatchRunReport(StrictModel):
     # every push a person made on the batch branch that the batch adopted, as
     # "adopted: <sha> (pushed outside imm, unverified)": a move adopted while no lane ran
     adopted: list[str] = Field(default_factory=list)
+    # every push onto the batch branch the batch refused and kept aside, as "quarantined: <sha>
+    # ... is kept as <ref> ...", with how to bring it in (issue 42 #4)
+    quarantined: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

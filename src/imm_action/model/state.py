@@ -141,6 +141,16 @@ class AdoptedHead(StrictModel):
     by: str | None = None  # the committer of `to` ("Name <email>"): who pushed it, for the report
 
 
+class QuarantinedHead(StrictModel):
+    """A head someone else moved the batch branch to that the batch refused (SPEC §5.2 step 2):
+    kept at `ref`, the branch put back to `restored`, its last verified head (issue 42 #4)."""
+
+    ref: str
+    foreign: GitOid
+    restored: GitOid
+    reason: str
+
+
 class Continuation(StrictModel):
     """Where a continuation batch came from (SPEC §5.7): the stopped batch it continues on the
     same branch, the tasks that batch had integrated (kept, commits unchanged), the tasks whose
@@ -201,6 +211,8 @@ class BatchRunState(StrictModel):
     # The plan's tasks that earlier batches settled (issue 41): with the children and the
     # plan's excluded tasks, every task of the plan is accounted for. Empty in older states.
     settled_before: list[SettledTask] = Field(default_factory=list)
+    # Foreign heads refused and kept aside while the batch went on (issue 42 #4).
+    quarantined: list[QuarantinedHead] = Field(default_factory=list)
 
     @property
     def judged_at(self) -> str:

@@ -267,18 +267,19 @@ class _Pass:
             decision = replace(decision, state=t.resume_after_cancel(decision.state))
         for note in decision.notes:
             self.ports.log(note)
+        kept = decision.quarantine
+        if kept is not None:
+            # the branch people merge holds only verified work: the foreign head goes aside
+            # and the branch back to the last verified head, with the state, in one write;
+            # then the pass goes on from there (issue 42 #4)
+            also = [
+                RefUpdate(self.branch_ref, kept.restored, kept.foreign),
+                RefUpdate(kept.ref, kept.foreign, None),
+            ]
+            stored = self.apply.persist(stored, decision.state, self._settled(decision), also)
+            head = kept.restored
         if decision.settled or head is None:
-            also: list[RefUpdate] = []
-            kept = decision.quarantine
-            if kept is not None:
-                # the branch people merge holds only verified work: the foreign head goes
-                # aside, and the branch back to the last verified head, with the state
-                also = [
-                    RefUpdate(self.branch_ref, kept.restored, kept.foreign),
-                    RefUpdate(kept.ref, kept.foreign, None),
-                ]
-                head = kept.restored
-            settled = self.apply.persist(stored, decision.state, self._settled(decision), also)
+            settled = self.apply.persist(stored, decision.state, self._settled(decision))
             return _Done(settled, head=head)
         return self._go_on(stored, decision.state, head)
 

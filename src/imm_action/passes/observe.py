@@ -167,7 +167,9 @@ def observe_pass(
     refs: RefStore, state: BatchRunState, head: str | None, runners: LaneRunners, reads: int
 ) -> PassFacts:
     head_facts = observe_head(refs.repo, state, head, refs)
-    lanes = observe_lanes(refs, state, runners) if head_facts.contains_recorded else {}
+    # a head that does not hold the recorded one is kept aside and the batch goes on from the
+    # recorded one (issue 42 #4): its lanes are observed all the same
+    lanes = observe_lanes(refs, state, runners) if head_facts.head is not None else {}
     return PassFacts(head_facts, lanes, reads)
 
 
