@@ -300,7 +300,12 @@ def test_an_interrupted_fresh_batch_resumes_with_its_own_plan(
         if " started (log: " in line:
             break
     os.killpg(process.pid, signal.SIGINT)
-    process.communicate(timeout=60)
+    try:
+        process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # leave no process behind a failing test
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
     assert process.returncode == 130
     interrupted = current(repo).state
     assert interrupted.batch_state == "running"

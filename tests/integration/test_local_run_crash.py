@@ -10,12 +10,13 @@ import random
 import signal
 import subprocess
 import time
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import pytest
 
 from imm_action.git.repo import GitRepo
-from imm_action.lanes.local import ForkedLane
+from imm_action.lanes.local import FORKED, ForkedLane, LocalLanes
 from imm_action.verify.overlays import memory_path
 from tests.batch_helpers import current, make_project
 from tests.conftest import git
@@ -127,3 +128,28 @@ def test_a_lane_ctrl_c_reaches_before_it_opens_its_log_ends_130_without_a_traceb
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err
     assert "KeyboardInterrupt" not in captured.err
+
+
+def _sleeps() -> int:
+    time.sleep(30)
+    return 0
+
+
+def test_a_ctrl_c_during_a_lanes_fork_leaves_no_lane_that_nobody_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 41 #7: a Ctrl-C landing while a lane forked lost the parent's handle on it (the
+    lane ran on, holding `imm run`'s stderr open, and the run never ended)."""
+    original = BaseProcess.start
+
+    def start_then_ctrl_c(process: BaseProcess) -> None:
+        original(process)
+        os.kill(os.getpid(), signal.SIGINT)  # the person's Ctrl-C, just after the fork
+
+    monkeypatch.setattr(BaseProcess, "start", start_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        ForkedLane(_sleeps)
+    monkeypatch.undo()
+    [stray] = [lane for lane in FORKED if lane.poll() is None]
+    LocalLanes(os.getpid()).stop_all()  # what `imm run` does on Ctrl-C
+    assert stray.wait(10) == 130

@@ -32,15 +32,24 @@ for victim in breaks:
     path.write_text("broken\\n")
 """
 
-# A task's check: its file is there, and no task has broken it.
+# A task's check: its file is there, and no task has broken it — unless a file planted for it
+# says otherwise. A hostile check (issue 42) first plants such a file for each task it is told
+# to, as an untracked module a test imports would: were a sibling's check to see it, a break
+# would pass. Run with the task alone (as on the final branch), it plants nothing.
 CHECK_CODE = (
-    "import glob, pathlib, sys; t = sys.argv[1]; "
-    "sys.exit(0 if pathlib.Path(t + '.txt').exists() and not glob.glob('break/*/' + t) else 1)"
+    "import glob, pathlib, sys; t = sys.argv[1]; plants = sys.argv[2:]\n"
+    "for v in plants: pathlib.Path('plant').mkdir(exist_ok=True); "
+    "pathlib.Path('plant', v).write_text('ok')\n"
+    "broken = glob.glob('break/*/' + t) and not pathlib.Path('plant', t).exists()\n"
+    "sys.exit(0 if pathlib.Path(t + '.txt').exists() and not broken else 1)"
 )
 
 
+Drawn = tuple[dict[str, list[str]], dict[str, list[str]], int, dict[str, list[str]]]
+
+
 @st.composite
-def initiatives(draw: st.DrawFn) -> tuple[dict[str, list[str]], dict[str, list[str]], int]:
+def initiatives(draw: st.DrawFn) -> Drawn:
     size = draw(st.integers(min_value=2, max_value=6))
     tasks = [f"t{index}" for index in range(size)]
     needs = {
@@ -52,7 +61,11 @@ def initiatives(draw: st.DrawFn) -> tuple[dict[str, list[str]], dict[str, list[s
         for task in tasks
     }
     lanes = draw(st.integers(min_value=1, max_value=3))
-    return needs, breaks, lanes
+    plants = {
+        task: sorted(draw(st.sets(st.sampled_from([t for t in tasks if t != task]), max_size=2)))
+        for task in tasks
+    }
+    return needs, breaks, lanes, plants
 
 
 def _check_passes(tree: Path, task: str) -> bool:
@@ -67,14 +80,23 @@ def _check_passes(tree: Path, task: str) -> bool:
 )
 @given(drawn=initiatives())
 # always: a lane whose base holds the task it breaks, as its dependency or by the order lanes ran
-@example(drawn=({"t0": [], "t1": ["t0"]}, {"t0": [], "t1": ["t0"]}, 2))
-@example(drawn=({"t0": [], "t1": []}, {"t0": [], "t1": ["t0"]}, 1))
+@example(drawn=({"t0": [], "t1": ["t0"]}, {"t0": [], "t1": ["t0"]}, 2, {}))
+@example(drawn=({"t0": [], "t1": []}, {"t0": [], "t1": ["t0"]}, 1, {}))
+# always: every task's check plants for the task another breaks, in one stack (issue 42 #1)
+@example(
+    drawn=(
+        {"t0": [], "t1": [], "t2": []},
+        {"t0": ["t1"], "t1": [], "t2": []},
+        3,
+        {"t0": ["t1"], "t1": [], "t2": ["t1"]},
+    )
+)
 def test_after_imm_run_the_branch_passes_every_check_of_every_task_it_holds(
-    drawn: tuple[dict[str, list[str]], dict[str, list[str]], int],
+    drawn: Drawn,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    needs, breaks, lanes = drawn
+    needs, breaks, lanes, plants = drawn
     # in the tests' folder, which the sandbox leaves writable (its /tmp is the command's own)
     with tempfile.TemporaryDirectory(dir=os.environ["IMM_SANDBOX_WRITABLE"]) as scratch:
         root = Path(scratch)
@@ -83,7 +105,8 @@ def test_after_imm_run_the_branch_passes_every_check_of_every_task_it_holds(
         monkeypatch.setenv("IMM_TEST_DIR", str(root))
         repo = make_project(
             root / "r", needs,
-            checks={task: descriptor(["-c", CHECK_CODE, task]) for task in needs},
+            checks={task: descriptor(["-c", CHECK_CODE, task, *plants.get(task, [])])
+                    for task in needs},
             scopes={task: [f"{task}.txt", f"break/{task}"] for task in needs},
             extra_files={".github/imm.yml": f"max_parallel: {lanes}\n"},
         )  # fmt: skip

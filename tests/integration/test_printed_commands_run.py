@@ -108,10 +108,21 @@ def _interrupted(repo: Path, behaviour: Path) -> None:
     for line in process.stderr:  # Ctrl-C once a lane is at work
         if " started (log: " in line:
             break
-    os.killpg(process.pid, signal.SIGINT)
-    process.communicate(timeout=60)
+    _ctrl_c(process)
     assert process.returncode == 130
     behaviour.write_text("{}")
+
+
+def _ctrl_c(process: subprocess.Popen[str]) -> None:
+    """What a terminal's Ctrl-C does (the whole group); a run still there a minute later is
+    killed, so that a failing test leaves no process behind."""
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
 
 
 def _decided(repo: Path, decide: Callable[[BatchRunState], BatchRunState]) -> None:
@@ -210,8 +221,7 @@ def test_a_batch_a_live_run_works_on_says_to_wait_and_prints_no_command(tmp_path
                 break
         status = _imm(repo, behaviour, "status", "init")
     finally:
-        os.killpg(process.pid, signal.SIGINT)
-        process.communicate(timeout=60)
+        _ctrl_c(process)
     assert "next: wait for the running lanes" in status.stdout
     assert _printed_commands(status.stdout) == []
     after = _imm(repo, behaviour, "status", "init")  # the run ended: it says to resume

@@ -13,9 +13,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -64,11 +65,16 @@ class ForkedLane:
     def __init__(self, target: Callable[[], int]) -> None:
         context = multiprocessing.get_context("fork")
         self._process = context.Process(target=_exit_with, args=(target,), daemon=False)
-        self._process.start()
-        pid = self._process.pid
-        if pid is None:
-            raise OSError("the lane process did not start")
-        self.pid = pid
+        # A Ctrl-C during the fork raised in the child's at-fork handlers (a stray traceback)
+        # or in the parent before it held the child (a lane nobody ended, which kept the run's
+        # stderr open): both wait until the child is known (issue 41 #7).
+        with _signals_held():
+            self._process.start()
+            pid = self._process.pid
+            if pid is None:
+                raise OSError("the lane process did not start")
+            self.pid = pid
+            FORKED.add(self)
 
     def poll(self) -> int | None:
         return self._process.exitcode
@@ -92,11 +98,34 @@ class ForkedLane:
         return self._process.sentinel
 
 
+# Every lane forked by this process, from the moment it exists until it is reaped: one a
+# Ctrl-C caught between its fork and its registration by `LocalLanes` is still ended by
+# `stop_all` (held strongly: nothing else may hold it).
+FORKED: set[ForkedLane] = set()
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait while the block runs (delivered at its end); only the main
+    thread takes them, so elsewhere there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _exit_with(target: Callable[[], int]) -> None:
     # A Ctrl-C reaches the lanes too (one process group). One that lands before the lane's
     # own handling starts (opening its log) ends it as that would — exit 130, no traceback on
-    # the person's terminal from multiprocessing (issue 41 #7).
+    # the person's terminal from multiprocessing (issue 41 #7). The fork held the signals:
+    # one that came meanwhile is delivered here, inside the handling.
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
         code = target()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
@@ -178,6 +207,8 @@ class LocalLanes:
             if code is None:
                 continue
             del self.running[lane.task_id]
+            if isinstance(lane.process, ForkedLane):
+                FORKED.discard(lane.process)
             self.exited.add(str(lane.log))
             ended.append((lane, code))
         return ended
@@ -189,7 +220,17 @@ class LocalLanes:
         return [handle for handle in found if handle is not None] if None not in found else None
 
     def stop_all(self) -> None:
-        """End every running lane: SIGINT first, SIGKILL after a grace period."""
+        """End every running lane: SIGINT first, SIGKILL after a grace period. A lane forked
+        but never registered (a Ctrl-C came between) is ended too."""
+        held = {id(lane.process) for lane in self.running.values()}
+        for stray in [lane for lane in FORKED if id(lane) not in held]:
+            with contextlib.suppress(OSError, ValueError, subprocess.TimeoutExpired):
+                if stray.poll() is None:
+                    stray.send_signal(signal.SIGINT)
+                    stray.wait(timeout=STOP_GRACE_S)
+            if stray.poll() is None:
+                stray.kill()
+            FORKED.discard(stray)
         for lane in self.running.values():
             if lane.process.poll() is None:
                 lane.process.send_signal(signal.SIGINT)
