@@ -37,10 +37,11 @@ for victim in breaks:
 # to, as an untracked module a test imports would: were a sibling's check to see it, a break
 # would pass. Run with the task alone (as on the final branch), it plants nothing.
 CHECK_CODE = (
-    "import glob, pathlib, sys; t = sys.argv[1]; plants = sys.argv[2:]\n"
-    "for v in plants: pathlib.Path('plant').mkdir(exist_ok=True); "
-    "pathlib.Path('plant', v).write_text('ok')\n"
-    "broken = glob.glob('break/*/' + t) and not pathlib.Path('plant', t).exists()\n"
+    "import glob, pathlib, sys, time; t = sys.argv[1]; plants = sys.argv[2:]; "
+    "[time.sleep(0.3) for _ in plants[:1]]; "  # the longest: a worker pulls it first
+    "[pathlib.Path('plant').mkdir(exist_ok=True) for _ in plants[:1]]; "
+    "[pathlib.Path('plant', v).write_text('ok') for v in plants]; "
+    "broken = glob.glob('break/*/' + t) and not pathlib.Path('plant', t).exists(); "
     "sys.exit(0 if pathlib.Path(t + '.txt').exists() and not broken else 1)"
 )
 
@@ -108,7 +109,8 @@ def test_after_imm_run_the_branch_passes_every_check_of_every_task_it_holds(
             checks={task: descriptor(["-c", CHECK_CODE, task, *plants.get(task, [])])
                     for task in needs},
             scopes={task: [f"{task}.txt", f"break/{task}"] for task in needs},
-            extra_files={".github/imm.yml": f"max_parallel: {lanes}\n"},
+            # one check at a time: a planting check and its victim share a worker's tree
+            extra_files={".github/imm.yml": f"max_parallel: {lanes}\nverify_parallel: 1\n"},
         )  # fmt: skip
         executor = shlex.join([sys.executable, str(root / "executor.py")])
         code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
