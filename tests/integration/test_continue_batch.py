@@ -341,13 +341,18 @@ def test_a_continuation_with_every_task_settled_elsewhere_is_a_report_not_a_cras
     assert git(repo, "for-each-ref") == refs
 
 
+def _stopped_on_three_lanes_and_fixed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
+    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
+    fix_the_intent(repo)
+    return repo
+
+
 def test_a_retry_continuation_keeps_the_stopped_batchs_max_parallel(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 41 #2: the config says 4, the person ran with 3."""
-    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
-    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
-    fix_the_intent(repo)
+    repo = _stopped_on_three_lanes_and_fixed(tmp_path, capsys)
     code, _, err = imm(capsys, "retry", "init", "b", "--repo", str(repo))
     assert code == 0, err
     assert current(repo).state.max_parallel == 3
@@ -360,9 +365,7 @@ def test_a_retry_continuation_keeps_the_stopped_batchs_max_parallel(
 def test_an_imm_run_continuation_keeps_the_stopped_batchs_max_parallel(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
-    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
-    fix_the_intent(repo)
+    repo = _stopped_on_three_lanes_and_fixed(tmp_path, capsys)
     code, out, err = run(capsys, repo)
     assert code == 0, out + err
     assert current(repo).state.max_parallel == 3
@@ -372,9 +375,7 @@ def test_an_imm_run_continuation_keeps_the_stopped_batchs_max_parallel(
 def test_a_continuation_takes_the_max_parallel_the_person_asks_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo = make_project(tmp_path / "r", TASKS, checks=BROKEN)
-    assert run(capsys, repo, "--max-parallel", "3")[0] == 1
-    fix_the_intent(repo)
+    repo = _stopped_on_three_lanes_and_fixed(tmp_path, capsys)
     code, out, err = run(capsys, repo, "--max-parallel", "2")
     assert code == 0, out + err
     assert current(repo).state.max_parallel == 2

@@ -264,13 +264,20 @@ def test_a_freed_lane_slot_is_filled_while_the_candidate_before_it_waits_for_its
     assert batch.state.batch_state == "completed"
 
 
+@pytest.fixture
+def behaviour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test executor's behaviour file (every task: ok), as every lane will read it."""
+    path = tmp_path / "behaviour.json"
+    path.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(path))
+    return path
+
+
+@pytest.mark.usefixtures("behaviour")
 def test_a_typo_in_an_intent_is_refused_before_check_setup_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 41 #4: the intents and the plan first, in a second; then the long installs."""
-    behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text("{}")
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
     setup = "check_setup: sh -c 'echo installing; exit 7'\n"
     repo = make_project(
         tmp_path / "r", {"a": [], "b": ["a"]}, extra_files={".github/imm.yml": setup}
@@ -290,6 +297,7 @@ def _editable_venv(venv: Path, project: Path) -> None:
     record.write_text(json.dumps({"url": project.as_uri(), "dir_info": {"editable": True}}))
 
 
+@pytest.mark.usefixtures("behaviour")
 @pytest.mark.parametrize("editable", [True, False])
 def test_a_check_that_cannot_import_the_project_says_check_setup_when_the_venv_has_it_editable(
     tmp_path: Path,
@@ -298,9 +306,6 @@ def test_a_check_that_cannot_import_the_project_says_check_setup_when_the_venv_h
     editable: bool,
 ) -> None:
     """Issue 41 #5: the user's venv holds the project installed editable, no check_setup."""
-    behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text("{}")
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
     checks = {"a": descriptor(["-c", "import calc_not_in_this_tree"])}
     repo = make_project(tmp_path / "r", {"a": []}, checks=checks)
     venv = tmp_path / "venv"
@@ -316,13 +321,11 @@ def test_a_check_that_cannot_import_the_project_says_check_setup_when_the_venv_h
 
 
 def test_the_failures_log_names_a_task_a_guard_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], behaviour: Path
 ) -> None:
     """Issue 41 #7: a refusal (a change outside the task's scope) runs no failed command, and
     the log of every failure still names it."""
-    behaviour = tmp_path / "behaviour.json"
     behaviour.write_text(json.dumps({"a": "outside"}))
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
     repo = make_project(tmp_path / "r", {"a": [], "b": []})
     code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
     assert code == 1, out + err

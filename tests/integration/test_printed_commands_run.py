@@ -97,7 +97,8 @@ def _cancelled(repo: Path, behaviour: Path) -> None:
     assert _imm(repo, behaviour, "cancel", "init").returncode == 0
 
 
-def _interrupted(repo: Path, behaviour: Path) -> None:
+def _running(repo: Path, behaviour: Path) -> subprocess.Popen[str]:
+    """`imm run` in a session of its own, once a lane is at work (a's sleeps a minute)."""
     behaviour.write_text(json.dumps({"a": "sleep:60"}))
     process = subprocess.Popen(
         ["imm", "run", "init", "--repo", str(repo), "--executor", EXECUTOR],
@@ -105,9 +106,14 @@ def _interrupted(repo: Path, behaviour: Path) -> None:
         start_new_session=True, text=True,
     )  # fmt: skip
     assert process.stderr is not None
-    for line in process.stderr:  # Ctrl-C once a lane is at work
+    for line in process.stderr:  # however loaded the machine
         if " started (log: " in line:
             break
+    return process
+
+
+def _interrupted(repo: Path, behaviour: Path) -> None:
+    process = _running(repo, behaviour)
     _ctrl_c(process)
     assert process.returncode == 130
     behaviour.write_text("{}")
@@ -207,18 +213,9 @@ def test_every_command_a_report_prints_runs_as_printed(tmp_path: Path, name: str
 
 def test_a_batch_a_live_run_works_on_says_to_wait_and_prints_no_command(tmp_path: Path) -> None:
     behaviour = tmp_path / "behaviour.json"
-    behaviour.write_text(json.dumps({"a": "sleep:60"}))
     repo = make_project(tmp_path / "r", TASKS)
-    process = subprocess.Popen(
-        ["imm", "run", "init", "--repo", str(repo), "--executor", EXECUTOR],
-        env=_shell_env(behaviour), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True, text=True,
-    )  # fmt: skip
-    assert process.stderr is not None
+    process = _running(repo, behaviour)
     try:
-        for line in process.stderr:
-            if " started (log: " in line:
-                break
         status = _imm(repo, behaviour, "status", "init")
     finally:
         _ctrl_c(process)
