@@ -152,4 +152,7 @@ def test_a_ctrl_c_during_a_lanes_fork_leaves_no_lane_that_nobody_ends(
     monkeypatch.undo()
     [stray] = [lane for lane in FORKED if lane.poll() is None]
     LocalLanes(os.getpid()).stop_all()  # what `imm run` does on Ctrl-C
-    assert stray.wait(10) == 130
+    # ended: by its SIGINT, or killed after the grace period (a child forked from a process
+    # with threads, as a test worker is, may hang in a lock it inherited); reaped here
+    stray.wait(5)
+    assert stray not in FORKED

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Protocol
 
 from imm_action.errors import EXIT_INTERRUPTED
@@ -64,11 +65,13 @@ class ForkedLane:
 
     def __init__(self, target: Callable[[], int]) -> None:
         context = multiprocessing.get_context("fork")
-        self._process = context.Process(target=_exit_with, args=(target,), daemon=False)
         # A Ctrl-C during the fork raised in the child's at-fork handlers (a stray traceback)
         # or in the parent before it held the child (a lane nobody ended, which kept the run's
         # stderr open): both wait until the child is known (issue 41 #7).
-        with _signals_held():
+        with _signals_deferred() as deferred:
+            self._process = context.Process(
+                target=_exit_with, args=(target, deferred), daemon=False
+            )
             self._process.start()
             pid = self._process.pid
             if pid is None:
@@ -102,30 +105,78 @@ class ForkedLane:
 # Ctrl-C caught between its fork and its registration by `LocalLanes` is still ended by
 # `stop_all` (held strongly: nothing else may hold it).
 FORKED: set[ForkedLane] = set()
-_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+_HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+Handler = Callable[[int, FrameType | None], object] | int | None
+
+
+@dataclass
+class _Deferred:
+    """Stands in for the handlers of SIGINT and SIGTERM while a lane forks: a signal that comes
+    is noted (Python runs handlers in the main thread, whichever thread the kernel chose —
+    a per-thread mask would not hold it) and handled once the lane is known."""
+
+    before: dict[int, Handler]
+    caught: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.caught = self.caught or signum
+
+    def restore(self) -> None:
+        for sig, handler in self.before.items():
+            signal.signal(sig, handler)
+
+    def deliver(self) -> None:
+        """What the noted signal would have done (KeyboardInterrupt, imm run's Terminated)."""
+        caught, self.caught = self.caught, None
+        if caught is None:
+            return
+        handler = self.before.get(caught)
+        if callable(handler):
+            handler(caught, None)
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), caught)
+
+
+_ACTIVE: list[_Deferred] = []  # the deferral under way in this process, if any
+
+
+def _restore_in_child() -> None:
+    """Right after the fork, in the child: its own handlers back before any of its code runs
+    (a child stuck in an inherited lock must still end on SIGINT); a signal noted before the
+    fork is handled by `_exit_with`."""
+    for deferred in _ACTIVE:
+        deferred.restore()
+
+
+os.register_at_fork(after_in_child=_restore_in_child)
 
 
 @contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait while the block runs (delivered at its end); only the main
-    thread takes them, so elsewhere there is nothing to hold."""
+def _signals_deferred() -> Iterator[_Deferred | None]:
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield None  # only the main thread may set handlers; only it gets their exceptions
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    deferred = _Deferred({sig: signal.getsignal(sig) for sig in _HELD_SIGNALS})
+    for sig in _HELD_SIGNALS:
+        signal.signal(sig, deferred)
+    _ACTIVE.append(deferred)
     try:
-        yield
+        yield deferred
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        _ACTIVE.remove(deferred)
+        deferred.restore()
+        deferred.deliver()
 
 
-def _exit_with(target: Callable[[], int]) -> None:
+def _exit_with(target: Callable[[], int], deferred: _Deferred | None) -> None:
     # A Ctrl-C reaches the lanes too (one process group). One that lands before the lane's
     # own handling starts (opening its log) ends it as that would — exit 130, no traceback on
-    # the person's terminal from multiprocessing (issue 41 #7). The fork held the signals:
-    # one that came meanwhile is delivered here, inside the handling.
+    # the person's terminal from multiprocessing (issue 41 #7). The fork deferred the signals:
+    # the handlers come back here, and one noted meanwhile is handled inside the handling.
     try:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _HELD_SIGNALS)
+        if deferred is not None:
+            deferred.restore()
+            deferred.deliver()
         code = target()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
