@@ -78,7 +78,10 @@ def remember_executor(batch_repo: BatchRepo, slug: str, executor: str) -> None:
     path = _executor_record(batch_repo, slug)
     with contextlib.suppress(OSError):  # a read-only repository runs all the same
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(executor + "\n", encoding="utf-8")
+        # 0600: a command line may carry what only its user should read
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as record:
+            record.write(executor + "\n")
 
 
 def executor_to_print(batch_repo: BatchRepo, slug: str, given: str | None = None) -> str | None:
