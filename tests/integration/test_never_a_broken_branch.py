@@ -419,7 +419,7 @@ def test_a_refused_foreign_commit_is_quarantined_the_branch_put_back_and_the_bat
     [said] = stored.report.quarantined
     assert f"{foreign} (pushed onto imm/init outside imm) is kept as " in said
     assert f"refs/imm/quarantine/{batch}/1; imm/init went back to {verified[:12]}" in said
-    assert "merge it into main and continue the batch" in said
+    assert "merge it into main (a continuation of a stopped batch merges main in" in said
     work(repo, "b")
     run_pass(repo)
     assert current(repo).state.batch_state == "completed"  # b landed as usual

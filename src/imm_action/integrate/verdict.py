@@ -114,8 +114,9 @@ def quarantine_line(state: BatchRunState, kept: QuarantinedHead) -> str:
     return (
         f"quarantined: {kept.foreign} (pushed onto {state.branch} outside imm) is kept as "
         f"{kept.ref}; {state.branch} went back to {kept.restored[:12]}. To bring it in, "
-        f"merge it into {state.base_ref} and continue the batch (the continuation merges "
-        f"{state.base_ref} in), or make its change a task"
+        f"merge it into {state.base_ref} (a continuation of a stopped batch merges "
+        f"{state.base_ref} in; otherwise it meets the batch's work when {state.branch} is "
+        "merged), or make its change a task"
     )
 
 
