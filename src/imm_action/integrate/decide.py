@@ -222,6 +222,18 @@ def parallel_mismatch(state: BatchRunState, asked: int | None) -> str | None:
     )
 
 
+def all_settled(finished: Sequence[BatchRunState], enrollable: Sequence[str]) -> bool:
+    """Whether completed batches already integrated every enrollable task."""
+    settled = {
+        child.task_id
+        for batch in finished
+        if batch.batch_state is BatchState.COMPLETED
+        for child in batch.children
+        if child.state.done
+    }
+    return all(task_id in settled for task_id in enrollable)
+
+
 # -- steps 1-4: the batch, its lineage and its lanes ---------------------------------------------
 def decide_batch(
     state: BatchRunState, plan_digest: str, facts: PassFacts

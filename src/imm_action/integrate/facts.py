@@ -57,7 +57,7 @@ class StartFacts:
 
     branch_head: str | None  # `imm/<slug>` before the batches were read
     base_contains_branch: bool  # nothing on the branch would be lost by resetting it
-    all_settled: bool  # earlier batches settled every task of the plan: none is enrollable
+    all_settled: bool  # completed batches already integrated every enrollable task
     reads: int = 0
     # the finished batch whose work the branch holds as it left it (its id and state), if any
     finished_on_branch: tuple[str, str] | None = None

@@ -28,6 +28,7 @@ from imm_action.integrate.decide import (
     Resume,
     Start,
     StartRules,
+    all_settled,
     apply_landing,
     decide_admissions,
     decide_batch,
@@ -438,9 +439,9 @@ class _Pass:
             branch_head=existing,
             base_contains_branch=existing is not None
             and self.repo.is_ancestor(existing, self.request.base_head),
-            # the plan already classed every task earlier batches settled on this line
-            # (`already_settled`, issue 41): what stays enrollable is not settled
-            all_settled=not plan.enrollable,
+            all_settled=all_settled(
+                [b.state for b in earlier], [c.task_id for c in plan.enrollable]
+            ),
             reads=self.reads,
             finished_on_branch=self._finished_on(existing, earlier[-1] if earlier else None),
         )
