@@ -127,12 +127,14 @@ def write_project(
     config: str = "",
     files: Mapping[str, str] | None = None,
     reads: Mapping[str, Sequence[str]] | None = None,
+    more_checks: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> None:
     """A repository holding one initiative of `graph`'s tasks (task -> the tasks it needs),
     each with an intent whose one acceptance check runs `checks[task]` and whose scope is its
     own `<task>.txt`, with `config` as `.github/imm.yml` and `files` beside them, committed on
     `main` with a pinned identity: what the batch benchmarks run imm on. `reads`: per task,
-    the paths its check declares it reads."""
+    the paths its check declares it reads; `more_checks`: per task, commands of further
+    acceptance items of its own."""
     (root / "docs/plans").mkdir(parents=True)
     (root / "docs/initiatives").mkdir(parents=True)
     (root / ".github").mkdir()
@@ -142,9 +144,14 @@ def write_project(
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
         lines += ["Blocked by: " + ", ".join(needs)] if needs else []
         verification = command_check(checks[task], (reads or {}).get(task))
+        acceptance = [{"id": "ok", "assertion": "ok", "verification": verification}]
+        acceptance += [
+            {"id": f"ok{number}", "assertion": "ok", "verification": command_check(command)}
+            for number, command in enumerate((more_checks or {}).get(task, ()), start=2)
+        ]
         intent = {
             "contract": "assurance_kernel/task_intent/v1", "task_id": task, "goal": f"Do {task}",
-            "acceptance": [{"id": "ok", "assertion": "ok", "verification": verification}],
+            "acceptance": acceptance,
             "scope_hint": [f"{task}.txt"], "risk": "routine", "revision": 1, "owner": "user",
         }  # fmt: skip
         (root / f"docs/plans/{task}.intent.json").write_text(json.dumps(intent))

@@ -9,6 +9,13 @@ executors do nothing but write their file, wall / N per hop (SPEC §9: <= 0.35 s
     python benchmarks/makespan.py [--tasks 16] [--seconds 2.0] [--spread 0.2] [--lanes 2,4,8]
     python benchmarks/makespan.py --tasks 10 --seconds 2 --spread 0.5 --lanes 3 --runs 5
     python benchmarks/makespan.py --chain 6 --runs 5
+    python benchmarks/makespan.py --tasks 10 --seconds 2 --spread 0.5 --lanes 3 --runs 5 \
+        --checks small
+
+`--checks small` gives every task 1-3 trivial checks of its own (`test -f`/`-s`/`-r` of its
+file, no `reads`): the shape of issue 42 #7, where every move reruns every held check and the
+checks, not the lanes, are what imm adds; the default is one shared `true` (the cache runs it
+once per tree).
 """
 
 from __future__ import annotations
@@ -94,20 +101,33 @@ def ideal_list_schedule(
     return now
 
 
-def write_project(root: Path, graph: dict[str, list[str]]) -> None:
-    # A trivial check (coreutils `true`): what is measured is imm's own overhead, and on machines
-    # where `python3` is a pyenv shim every check would add ~0.1 s of shell start-up.
-    check = {"executable": "true", "argv": [], "timeout_ms": 60000}
-    generated_project(root, "bench", graph, dict.fromkeys(graph, check))
+def write_project(root: Path, graph: dict[str, list[str]], checks: str = "shared") -> None:
+    # Trivial checks (coreutils): what is measured is imm's own overhead, and on machines where
+    # `python3` is a pyenv shim every check would add ~0.1 s of shell start-up.
+    if checks == "shared":
+        check = {"executable": "true", "argv": [], "timeout_ms": 60000}
+        generated_project(root, "bench", graph, dict.fromkeys(graph, check))
+        return
+    rng = random.Random(11)
+    own = {
+        task: [{"executable": "test", "argv": [flag, f"{task}.txt"], "timeout_ms": 60000}
+               for flag in ("-f", "-s", "-r")[: rng.randint(1, 3)]]
+        for task in graph
+    }  # fmt: skip
+    firsts = {task: commands[0] for task, commands in own.items()}
+    more = {task: commands[1:] for task, commands in own.items()}
+    generated_project(root, "bench", graph, firsts, more_checks=more)
 
 
-def run_batch(graph: dict[str, list[str]], seconds: dict[str, float], lanes: int) -> float:
+def run_batch(
+    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int, checks: str = "shared"
+) -> float:
     """Wall seconds of one `imm run` of the DAG with `lanes` lanes."""
     scratch = Path(tempfile.mkdtemp(prefix="imm-makespan-"))
     try:
         repo = scratch / "repo"
         repo.mkdir()
-        write_project(repo, graph)
+        write_project(repo, graph, checks)
         (scratch / "executor.sh").write_text(executor_script(seconds))
         executor = shlex.join(["sh", str(scratch / "executor.sh")])
         started = time.perf_counter()
@@ -129,6 +149,7 @@ def main() -> int:
     parser.add_argument("--lanes", default="2,4,8")
     parser.add_argument("--chain", type=int, help="a chain of this many trivial tasks instead")
     parser.add_argument("--runs", type=int, default=1, help="the median of this many runs")
+    parser.add_argument("--checks", choices=["shared", "small"], default="shared")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     if args.chain:
@@ -144,7 +165,8 @@ def main() -> int:
     rng = random.Random(5)
     low, high = 1 - args.spread, 1 + args.spread
     seconds = {task: round(args.seconds * rng.uniform(low, high), 2) for task in graph}
-    print(f"{args.tasks} tasks, {sum(seconds.values()):.1f} s of work, about {args.seconds} s each")
+    print(f"{args.tasks} tasks, {sum(seconds.values()):.1f} s of work, about {args.seconds} s each, "
+          f"checks: {args.checks}")
     bound = critical_path_bound(graph, seconds)
     print(f"critical-path bound (no schedule ends sooner): {bound:.2f} s")
     print(
@@ -152,7 +174,7 @@ def main() -> int:
         f"{'ratio':>6} {'/bound':>7}   runs (against plan-order)"
     )
     for lanes in [int(n) for n in args.lanes.split(",")]:
-        walls = sorted(run_batch(graph, seconds, lanes) for _ in range(args.runs))
+        walls = sorted(run_batch(graph, seconds, lanes, args.checks) for _ in range(args.runs))
         wall = walls[len(walls) // 2]
         ideal = ideal_list_schedule(graph, seconds, lanes)
         critical = ideal_list_schedule(graph, seconds, lanes, critical=True)

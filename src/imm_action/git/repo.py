@@ -447,6 +447,10 @@ class GitRepo:
         """`change_identity` of several pairs of commits."""
         return [self.tree_change(start, end) for start, end in pairs]
 
+    def tree_of(self, name: str) -> str:
+        """The tree `name` (a commit or a tree) is, read through the open object reader."""
+        return self._root_tree(name)
+
     def _root_tree(self, name: str) -> str:
         found = self._objects.read_named(f"{name}^{{tree}}")
         if found is None or found[1] != "tree":

@@ -40,6 +40,7 @@ from imm_action.passes.observe import CandidateMemo
 from imm_action.text import listed, plural
 from imm_action.verify.checks import ResultCache
 from imm_action.verify.overlays import bases_in_memory, tidy_overlays
+from imm_action.verify.overlays import usable as overlays_usable
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
 
@@ -133,6 +134,10 @@ class Coordinator:
                 for conflict in self._request().scope_conflicts:
                     self._event(f"warning: {intent_path(conflict.task)}: {conflict.message()}")
                 self.place.prepared(self.batch_repo.repo)
+                # whether trees can be overlays, asked once before any fork: every lane and
+                # worker forked later inherits the answer (each asked the kernel itself, a
+                # sandbox start, about seven times a task)
+                overlays_usable(self.place.confinement)
                 return self._run()
         finally:
             self.checks.stop()

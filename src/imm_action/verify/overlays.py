@@ -262,7 +262,7 @@ def overlay_tree(
     """`tree` (a tree or commit) as an overlay over the pool's base, held until the block ends;
     its folder goes then."""
     folder = pool_folder(repo)
-    wanted = repo.git.output(["rev-parse", "--verify", f"{tree}^{{tree}}"]).strip()
+    wanted = repo.tree_of(tree)
     slot = Path(tempfile.mkdtemp(prefix=PLACE_PREFIX, dir=folder))
     lock = os.open(slot / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
