@@ -60,7 +60,9 @@ def main() -> int:
     return 0
 
 
-ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x1b[31m"
+# terminal escapes, and "Trojan Source" bidirectional controls and a zero-width space
+BIDI = "\u202e\u2066\u200b"
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\x1b[31m" + BIDI
 
 
 def flood(behaviour: str) -> int:

@@ -22,13 +22,22 @@ _ESCAPES = re.compile(
     r"|\x1b[@-_]"  # other two-character escapes
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# bidirectional controls and invisible characters: "Trojan Source" text reads one way and is
+# another in a terminal or a pull request comment (issue 43 #7); shown as `<U+202E>`
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
-def clean_text(text: str) -> str:
-    """`text` without terminal escape sequences and control characters (newline and tab stay)."""
+def clean_text(text: str, *, drop_invisible: bool = False) -> str:
+    """`text` without terminal escape sequences and control characters (newline and tab stay),
+    its bidirectional controls and invisible characters written out as `<U+XXXX>` — or dropped
+    (`drop_invisible`: a name or an address, where the written-out form would be taken as
+    part of it)."""
     if text.isprintable():
         return text
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+    plain = _CONTROLS.sub("", _ESCAPES.sub("", text))
+    if drop_invisible:
+        return _INVISIBLE.sub("", plain)
+    return _INVISIBLE.sub(lambda found: f"<U+{ord(found.group()):04X}>", plain)
 
 
 def cut_note(dropped: int) -> str:

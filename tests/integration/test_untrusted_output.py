@@ -14,6 +14,7 @@ from imm_action.model.state import ChildState
 from tests.batch_helpers import current, make_project
 from tests.conftest import git, run_cli
 from tests.integration.test_local_run import EXECUTOR
+from tests.lane_executor import BIDI
 
 ESC = "\x1b"
 
@@ -35,6 +36,13 @@ def outcome_texts(repo: Path) -> list[str]:
     return [git(repo, "show", f"{ref}:outcome.json") for ref in refs]
 
 
+def _bidi_in(text: str) -> bool:
+    """A bidirectional control or zero-width character, raw or as a JSON escape."""
+    return bool(set(BIDI) & set(text)) or any(
+        f"\\u{ord(char):04x}" in text.lower() for char in BIDI
+    )
+
+
 def test_a_lane_flooding_one_line_leaves_a_small_clean_outcome_and_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -52,7 +60,10 @@ def test_a_lane_flooding_one_line_leaves_a_small_clean_outcome_and_state(
     for text in outcome_texts(repo):
         assert len(text.encode()) <= OUTCOME_MAX_BYTES
         assert ESC not in text
+        assert not _bidi_in(text), text[:300]
     assert ESC not in out + err
+    assert not _bidi_in(out + err)
+    assert "<U+202E>" in out + err  # written out where it was, not dropped unseen
     assert "bytes cut]" in out + err
     assert len(out + err) < 64 * 1024
 
@@ -65,6 +76,7 @@ def test_an_executors_author_name_lands_without_escapes_or_a_forged_address(
     author = git(repo, "log", "-1", "--format=%an|%ae", "imm/init").strip()
     assert ESC not in author
     assert "\x07" not in author
+    assert not set(BIDI) & set(author), author
     name, email = author.split("|")
     assert "<" not in name
     assert name.startswith("Alice")

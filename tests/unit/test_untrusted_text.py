@@ -59,6 +59,13 @@ def test_terminal_escapes_and_control_characters_are_removed(text: str) -> None:
     assert "\x1b" not in cleaned
 
 
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u2069", "\u200b", "\u200f", "\ufeff"])
+def test_bidirectional_controls_and_invisible_characters_are_written_out(char: str) -> None:
+    cleaned = clean_text(f"ok{char}evil")
+    assert char not in cleaned
+    assert cleaned == f"ok<U+{ord(char):04X}>evil"
+
+
 def test_newlines_and_tabs_stay() -> None:
     assert clean_text("a\tb\nc") == "a\tb\nc"
 
