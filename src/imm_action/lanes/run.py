@@ -445,12 +445,13 @@ def _author(
 
 def _plain_identity(identity: Identity) -> Identity | None:
     """The executor's identity as plain text (untrusted: no escapes, no control or invisible
-    characters, no `<>` that would forge the header, at most 200 characters each); None when nothing of
-    its name is left."""
+    characters, no `<>` that would forge the header, at most 200 characters each); None when
+    nothing of its name is left."""
     name, email = (
-        clean_text(part, drop_invisible=True).replace("<", "").replace(">", "").replace("\n", " ").strip()[:200]
+        clean_text(part, drop_invisible=True)
+        .replace("<", "").replace(">", "").replace("\n", " ").strip()[:200]
         for part in (identity.name, identity.email)
-    )
+    )  # fmt: skip
     return Identity(name, email) if name else None
 
 
