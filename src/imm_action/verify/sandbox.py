@@ -28,6 +28,7 @@ from imm_action.verify.confine import (
     inside,
 )
 from imm_action.verify.contain import end, start_contained
+from imm_action.verify.view import within
 
 _READ_CHUNK = 65536
 
@@ -139,13 +140,7 @@ def _resolve(sandbox: Sandbox, command: DescriptorCommand) -> tuple[list[str], P
             raise _CannotRun(f"{command.executable} is not a file of the tree under test")
         found = executable
     else:
-        located = which(command.executable, sandbox.path_env, cwd)
-        if located is None:
-            raise _CannotRun(
-                f"{command.executable!r} was not found on PATH; `check_setup` in "
-                ".github/imm.yml prepares what checks run with (docs/first-initiative.md)"
-            )
-        found = located
+        found = _located(sandbox, command.executable, cwd)
     # in the sandbox, a program of the tree is seen where the tree is
     shown = inside(found, root, sandbox.seen_at) if found.is_relative_to(root) else str(found)
     return [shown, *command.argv], cwd
@@ -166,19 +161,59 @@ def _resolve_in_tree(
             raise _CannotRun(f"{command.executable} is not a file of the tree under test")
         found = sandbox.root / program
     else:
-        located = which(command.executable, sandbox.path_env, cwd, (sandbox.root, kind))
-        if located is None:
-            raise _CannotRun(
-                f"{command.executable!r} was not found on PATH; `check_setup` in "
-                ".github/imm.yml prepares what checks run with (docs/first-initiative.md)"
-            )
-        found = located
+        found = _located(sandbox, command.executable, cwd, (sandbox.root, kind))
     shown = (
         inside(found, sandbox.root, sandbox.seen_at)
         if found.is_relative_to(sandbox.root)
         else str(found)
     )
     return [shown, *command.argv], cwd
+
+
+def _located(
+    sandbox: Sandbox,
+    name: str,
+    cwd: Path,
+    tree: tuple[Path, Callable[[str], str | None]] | None = None,
+) -> Path:
+    """`name` on the checks' PATH as the sandbox shows it: a program in a folder the sandbox
+    hides (`$RUNNER_TEMP/bin`, a home's tool) is passed over, and refused with the folder
+    named when it is the only one (issue 43 #5: bwrap said only `execvp: No such file`)."""
+    located = which(name, sandbox.path_env, cwd, tree, visible=_seen_by(sandbox))
+    if located is not None:
+        return located
+    anywhere = which(name, sandbox.path_env, cwd, tree)
+    if anywhere is not None:
+        folder = sandbox.confinement.hiding(str(anywhere)) or sandbox.confinement.hiding(
+            os.path.realpath(anywhere)
+        )
+        raise _CannotRun(
+            f"{name!r} is found on PATH only at {anywhere}, in {folder}, which the sandbox "
+            "hides from lane code; name it in `sandbox_expose` in .github/imm.yml to show it "
+            "read-only, or install it with `check_setup` (docs/formats.md)"
+        )
+    raise _CannotRun(
+        f"{name!r} was not found on PATH; `check_setup` in "
+        ".github/imm.yml prepares what checks run with (docs/first-initiative.md)"
+    )
+
+
+def _seen_by(sandbox: Sandbox) -> Callable[[Path], bool]:
+    """Whether a program at a host path is there for the sandboxed command: its tree, what is
+    bound in for it (setup's home), or what the sandbox shows of the host."""
+    confinement = sandbox.confinement
+    if not confinement.active:
+        return lambda path: True
+    shown = [str(sandbox.root), *(str(bind.source) for bind in sandbox.binds
+                                  if str(bind.source) == bind.target)]  # fmt: skip
+
+    def seen(path: Path) -> bool:
+        for place in (str(path), os.path.realpath(path)):
+            if not any(within(place, folder) for folder in shown) and confinement.hiding(place):
+                return False
+        return True
+
+    return seen
 
 
 def _within_tree(relative: str) -> str | None:
@@ -194,11 +229,13 @@ def which(
     path_env: str,
     cwd: Path,
     tree: tuple[Path, Callable[[str], str | None]] | None = None,
+    *,
+    visible: Callable[[Path], bool] = lambda path: True,
 ) -> Path | None:
     """`name` on `path_env` as a shell in `cwd` would find it: a relative or empty entry is
     relative to `cwd` (the command's folder), never to imm's own. `tree`: a tree seen only in
     the sandbox (its root, and what a path of it is), where a folder under that root is
-    looked up."""
+    looked up. `visible`: whether the command would see a program found on the host."""
     for entry in path_env.split(os.pathsep):
         folder = Path(entry) if os.path.isabs(entry) else cwd / entry
         candidate = folder / name
@@ -207,7 +244,8 @@ def which(
             if tree[1](str(normal.relative_to(tree[0]))) in ("exec", "link"):
                 return normal
             continue
-        if candidate.is_file() and os.access(candidate, os.X_OK):
+        executable = candidate.is_file() and os.access(candidate, os.X_OK)
+        if executable and visible(candidate.absolute()):
             return candidate.absolute()
     return None
 

@@ -1,0 +1,257 @@
+"""What lane code sees of the host (SPEC §8, ADR 0059): an allowlist over a read-only host.
+
+The host's system folders stay visible, read-only, so the user's toolchain works as for the
+user. Every place that holds the user's own things, or a door out of the sandbox, is an empty
+tmpfs instead — the private roots:
+
+- the homes: `$HOME`, the account's home, and `/home` and `/root` where imm's user can read
+  them (a home holds credentials no list keeps up with: git's credential store, agents'
+  folders, a shell history with a token in it);
+- the socket folders: `/run` (and `/var/run` where it is not a link into it) and
+  `$XDG_RUNTIME_DIR`: a read-only bind does not stop `connect()` on a unix socket, and behind
+  them are the session bus, `systemd --user`, gpg and ssh agents, docker;
+- `/tmp`, `/var/tmp` and `/dev/shm`, the command's own.
+
+Into them only what the user's programs need is shown back, read-only: the folders of the
+`PATH` entries and the interpreters they point into (a version manager's whole folder, such as
+`~/.pyenv` or `~/.nvm`; only the entry itself in a folder that also holds credentials, such as
+`~/.local/bin` or `~/.cargo/bin`, with rustup's toolchains beside it), imm's own interpreter and
+install, the files the resolver needs (`/etc/resolv.conf` may link into `/run`), and the files
+and folders a trusted command line names. Never a private root itself: a script in `/tmp` is
+shown alone, not `/tmp` with it. Files under `/etc` that imm's user can read but others cannot
+(`/etc/shadow` for root, host keys) are hidden too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ALWAYS_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
+# never a private root, whatever $HOME says (HOME=/ in some containers)
+_SYSTEM = frozenset(
+    {"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt", "/var", "/srv",
+     "/nix", "/proc", "/sys", "/dev", "/boot", "/mnt", "/media", "/snap"}
+)  # fmt: skip
+# folders of a home never shown back, even when `PATH` runs through them: credentials
+_NEVER_SHOWN = frozenset(
+    {".ssh", ".gnupg", ".aws", ".azure", ".kube", ".password-store", ".docker", ".netrc",
+     ".git-credentials", ".vault-token", ".pypirc", ".npmrc", ".claude", ".claude.json",
+     ".codex", ".gemini", ".copilot", ".cursor", "runners", "actions-runner"}
+)  # fmt: skip
+# folders of a home that hold a tool's programs beside its credentials or the user's data:
+# only what `PATH` names in them is shown (`~/.cargo/bin`, never `~/.cargo/credentials.toml`)
+_ENTRY_ONLY = frozenset(
+    {".local", ".config", ".cargo", ".gem", ".m2", ".gradle", ".npm", ".composer", ".cache",
+     ".yarn", ".terraform.d"}
+)  # fmt: skip
+# what a shown entry needs beside it: rustup's proxies in ~/.cargo/bin run its toolchains
+_COMPANIONS = {".cargo/bin": (".rustup",)}
+# files the C library reads that may be links into a private root (systemd-resolved's stub)
+RESOLVER_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/localtime")
+_LINKS_FOLLOWED = 200  # at most this many links of one shown PATH folder are followed
+
+
+@dataclass(frozen=True)
+class HostView:
+    """The private roots beyond /tmp, /var/tmp and /dev/shm (`homes` among them), and what is
+    shown back of them, read-only."""
+
+    private: tuple[str, ...]
+    homes: tuple[str, ...]
+    shown: tuple[str, ...]
+
+
+def host_view(
+    home: Path, environ: Mapping[str, str], hidden: Sequence[str], extra: Iterable[Path] = ()
+) -> HostView:
+    """The view lane code gets here (module docstring); `extra`: more programs' folders to show
+    back (imm's interpreter and install are always)."""
+    homes = _existing([home, *_account_home(), Path("/home"), Path("/root")], readable=True)
+    sockets = _existing(
+        [Path("/run"), Path("/var/run"), *_runtime_dir(environ)], readable=False
+    )  # fmt: skip
+    private = _outermost([*homes, *sockets])
+    homes = tuple(path for path in homes if path in private or _inside_any(path, private))
+    candidates = [Path(entry) for entry in environ.get("PATH", "").split(os.pathsep)
+                  if os.path.isabs(entry)]  # fmt: skip
+    candidates += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent,
+                   Path(__file__).parents[2], *extra]  # fmt: skip
+    candidates += [home for home in map(_venv_home, list(candidates)) if home is not None]
+    roots = (*ALWAYS_PRIVATE, *private)
+    shown: list[str] = []
+    for candidate in candidates:
+        for folder in _shown_for(candidate, roots, homes, hidden):
+            if folder not in shown:
+                shown.append(folder)
+    for folder in list(shown):  # what the links of a shown PATH folder point into
+        for target in _link_targets(folder):
+            for more in _shown_for(target, roots, homes, hidden):
+                if not _inside_any(more, shown):
+                    shown.append(more)
+    for name in RESOLVER_FILES:
+        with contextlib.suppress(OSError):
+            real = os.path.realpath(name)
+            if real != name and _inside_any(real, roots) and real not in shown:
+                shown.append(real)
+    return HostView(private, homes, tuple(shown))
+
+
+def shown_for_command(
+    argv: Sequence[str], roots: Sequence[str], homes: Sequence[str], hidden: Sequence[str]
+) -> tuple[str, ...]:
+    """What a trusted command line (the configured executor, `lane_setup`) names by absolute
+    path inside a private root, shown read-only: the folder of a named file (a script in a
+    clone, beside the modules it imports) when strictly below the root, else the file alone
+    (`python3 /tmp/agent.py` shows `/tmp/agent.py`, never `/tmp`). Never a hidden path."""
+    found: list[str] = []
+    for argument in argv:
+        if not os.path.isabs(argument) or not os.path.isfile(argument):
+            continue
+        real = os.path.realpath(argument)
+        folder = os.path.dirname(real)
+        if any(within(real, path) for path in hidden) or not _inside_any(folder, roots):
+            continue
+        shown = folder if folder not in roots and folder not in homes else real
+        if shown not in found:
+            found.append(shown)
+    return tuple(found)
+
+
+def private_etc_files() -> tuple[str, ...]:
+    """Files and folders under /etc that imm's user can read and others cannot (`/etc/shadow`
+    and the host's ssh keys for root): hidden like credentials."""
+    return _private_etc(os.geteuid())
+
+
+@cache
+def _private_etc(uid: int) -> tuple[str, ...]:
+    found: list[str] = []
+    for folder, subfolders, files in os.walk("/etc"):
+        for name in list(subfolders):
+            path = os.path.join(folder, name)
+            mode = _mode(path)
+            if mode is not None and stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
+                subfolders.remove(name)
+                if os.access(path, os.R_OK | os.X_OK):
+                    found.append(path)
+        for name in files:
+            path = os.path.join(folder, name)
+            mode = _mode(path)
+            if (mode is not None and stat.S_ISREG(mode) and not mode & stat.S_IROTH
+                    and os.access(path, os.R_OK)):  # fmt: skip
+                found.append(path)
+    return tuple(found)
+
+
+def within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _inside_any(path: str, roots: Iterable[str]) -> bool:
+    return any(within(path, root) for root in roots)
+
+
+def _mode(path: str) -> int | None:
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return None
+
+
+def _account_home() -> list[Path]:
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        return [Path(pwd.getpwuid(os.geteuid()).pw_dir)]
+    return []
+
+
+def _runtime_dir(environ: Mapping[str, str]) -> list[Path]:
+    value = environ.get("XDG_RUNTIME_DIR", "")
+    return [Path(value)] if os.path.isabs(value) else []
+
+
+def _existing(paths: Sequence[Path], *, readable: bool) -> tuple[str, ...]:
+    """The real folders among `paths`, no system folder, none twice; `readable`: only those
+    imm's user may list (another user's closed home is closed to lane code anyway)."""
+    found: list[str] = []
+    for path in paths:
+        with contextlib.suppress(OSError):
+            real = os.path.realpath(path)
+            if real in _SYSTEM or not os.path.isdir(real) or real in found:
+                continue
+            if readable and not os.access(real, os.R_OK | os.X_OK):
+                continue
+            found.append(real)
+    return tuple(found)
+
+
+def _outermost(paths: Sequence[str]) -> tuple[str, ...]:
+    """`paths` without those inside another of them (one tmpfs covers both)."""
+    return tuple(
+        path for path in paths if not any(other != path and within(path, other) for other in paths)
+    )
+
+
+def _venv_home(candidate: Path) -> Path | None:
+    """The interpreter folder a venv's `pyvenv.cfg` names (a venv's python links into it)."""
+    prefix = candidate.parent if candidate.name == "bin" else candidate
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in (prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and os.path.isabs(value.strip()):
+                return Path(value.strip())
+    return None
+
+
+def _shown_for(
+    candidate: Path, roots: Sequence[str], homes: Sequence[str], hidden: Sequence[str]
+) -> list[str]:
+    """The folders to show back so that `candidate` (a program folder) works, where a private
+    root would hide it; [] where nothing hides it, or a credential would be shown."""
+    try:
+        real = os.path.realpath(candidate)
+    except OSError:
+        return []
+    around = [root for root in roots if within(real, root)]
+    if not around or real in around or _inside_any(real, hidden):
+        return []
+    root = max(around, key=len)
+    if root not in homes:  # /tmp, /run: a venv's `bin` shows its venv
+        folder = os.path.dirname(real) if os.path.basename(real) == "bin" else real
+        return [] if folder == root else [folder]
+    parts = Path(real).relative_to(root).parts
+    if parts[0] in _NEVER_SHOWN:
+        return []
+    if parts[0] not in _ENTRY_ONLY:
+        return [os.path.join(root, parts[0])]  # a version manager's folder, whole
+    if len(parts) == 1:
+        return []  # `~/.cargo` itself holds the credentials: never whole
+    shown = [real]
+    for entry, companions in _COMPANIONS.items():
+        if "/".join(parts) == entry:
+            shown += [os.path.join(root, name) for name in companions
+                      if os.path.isdir(os.path.join(root, name))]  # fmt: skip
+    return shown
+
+
+def _link_targets(folder: str) -> list[Path]:
+    """Where the links in `folder` point (pipx's `~/.local/bin/black` into its venv): the
+    target's prefix when it is a `bin`'s program, else its folder."""
+    targets: list[Path] = []
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for count, entry in enumerate(entries):
+            if count >= _LINKS_FOLLOWED:
+                break
+            if entry.is_symlink():
+                with contextlib.suppress(OSError):
+                    parent = Path(os.path.realpath(entry.path)).parent
+                    targets.append(parent.parent if parent.name == "bin" else parent)
+    return targets

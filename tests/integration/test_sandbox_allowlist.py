@@ -1,0 +1,237 @@
+"""The sandbox by allowlist (issue 43, ADR 0059): lane code sees no home of the user's, no host
+socket, not /tmp itself, and no program the sandbox hides — each tried by lane code that
+reaches for it (tests/allowlist_probe.py) as an executor, a lane's check and an integration
+check, beside an `imm run` that holds a token; with the checks' network on and off.
+
+The home and the host folder lie outside /tmp and outside the tests' writable folder (a
+private /tmp, or the operator's writable folder, would hide or show them for another reason):
+in a scratch folder of the account's home, and under /var/lib. These tests need a kernel that
+lets bubblewrap make namespaces, and root for /run and /var/lib: they skip on those facts about
+the machine alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.batch_helpers import current, make_project
+from tests.conftest import descriptor
+from tests.integration.test_sandbox import TOKEN, _namespaces_work
+
+pytestmark = pytest.mark.skipif(not _namespaces_work(), reason="the kernel refuses namespaces")
+
+PROBE_SOURCE = Path(__file__).resolve().parents[1] / "allowlist_probe.py"
+# what credential files a home holds that no list of names kept up with (issue 43 #1)
+CREDENTIAL_FILES = (
+    ".config/git/credentials", ".gitconfig", ".gemini/oauth_creds.json",
+    ".config/github-copilot/hosts.json", ".cargo/credentials.toml", ".bash_history",
+    ".copilot/config.json", ".cursor/mcp.json", ".aider.conf.yml", ".gem/credentials",
+    ".m2/settings.xml", ".gradle/gradle.properties", ".yarnrc.yml", ".composer/auth.json",
+    ".vault-token", ".password-store/github.gpg", ".local/share/keyrings/login.keyring",
+    ".ssh/id_ed25519",
+)  # fmt: skip
+
+
+def _account_home() -> Path:
+    import pwd
+
+    return Path(pwd.getpwuid(os.geteuid()).pw_dir)
+
+
+class _Listener:
+    """A unix socket the test listens on; `reached` once anything connected."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.reached = False
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(path))
+        os.chmod(path, 0o660)
+        self.server.listen(8)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.reached = True
+            connection.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+_RUNS: dict[bool, dict[str, Any]] = {}
+
+
+@pytest.fixture(params=[True, False], ids=["network on", "network off"])
+def reached(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """One `imm run` of `spy` (whose executor and check reach) and `slow`, by root, with a
+    token; once per network setting for the tests of this module."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a socket under /run, a folder under /var/lib")
+    network: bool = request.param
+    if network in _RUNS:
+        yield _RUNS[network]
+        return
+    tag = uuid.uuid4().hex[:12]
+    root = tmp_path_factory.mktemp("allow")
+    out = root / "out"
+    out.mkdir()
+    home = Path(tempfile.mkdtemp(prefix="imm-test-home-", dir=_account_home()))
+    run_folder = Path(f"/run/imm-test-{tag}")
+    host = Path(f"/var/lib/imm-test-{tag}")
+    executor_file = Path(f"/tmp/imm-test-agent-{tag}.py")
+    listeners: list[_Listener] = []
+    try:
+        for name in CREDENTIAL_FILES:
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text(f"SECRET-{tag}-{name}")
+        run_folder.mkdir(mode=0o770)
+        host.mkdir()
+        host.chmod(0o777)
+        listeners = [_Listener(run_folder / "bus"), _Listener(Path(f"/tmp/imm-test-sock-{tag}"))]
+        shutil.copy(PROBE_SOURCE, executor_file)
+        repo = make_project(
+            root / "r", {"spy": [], "slow": []},
+            scopes={"spy": ["spy.txt", "probe.py"]},
+            checks={"spy": descriptor(["probe.py", str(out)])},
+            extra_files={".github/imm.yml":
+                         f"max_parallel: 2\ncheck_network: {'true' if network else 'false'}\n"},
+        )  # fmt: skip
+        (out / "allow.json").write_text(json.dumps({
+            "credentials": [str(home / name) for name in CREDENTIAL_FILES],
+            "sockets": [str(listener.path) for listener in listeners],
+            "host_file": str(host / "planted"), "repo": str(repo),
+        }))  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+             "--executor", shlex.join(["python3", str(executor_file)])],
+            env={**os.environ, "HOME": str(home), "GITHUB_TOKEN": TOKEN,
+                 "IMM_TEST_DIR": str(out), "SSH_AUTH_SOCK": str(listeners[0].path),
+                 "XDG_RUNTIME_DIR": str(run_folder)},
+            capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        found = [json.loads(path.read_text()) for path in sorted(out.glob("found-*.json"))]
+        _RUNS[network] = {
+            "done": done, "found": found, "repo": repo, "tag": tag,
+            "sockets_reached": [str(li.path) for li in listeners if li.reached],
+            "host_planted": (host / "planted").exists(),
+        }  # fmt: skip
+    finally:
+        for listener in listeners:
+            listener.close()
+            listener.path.unlink(missing_ok=True)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(run_folder, ignore_errors=True)
+        shutil.rmtree(host, ignore_errors=True)
+        executor_file.unlink(missing_ok=True)
+    yield _RUNS[network]
+
+
+def _found(reached: dict[str, Any]) -> list[dict[str, Any]]:
+    """What each role found: never none of them, or a test below would hold vacuously."""
+    found: list[dict[str, Any]] = reached["found"]
+    roles = [f["role"] for f in found]
+    assert "executor" in roles, reached["done"].stderr[-3000:]
+    assert "check" in roles, reached["done"].stderr[-3000:]
+    return found
+
+
+def test_the_reaching_lane_lands_and_every_role_reached(reached: dict[str, Any]) -> None:
+    done = reached["done"]
+    assert done.returncode == 0, done.stdout + done.stderr
+    states = {c.task_id: str(c.state) for c in current(reached["repo"]).state.children}
+    assert states == {"spy": "integrated", "slow": "integrated"}
+    roles = [f["role"] for f in reached["found"]]
+    # the lane's check, the integration check, and again on `slow`'s move (it holds `spy`)
+    assert roles.count("executor") == 1
+    assert roles.count("check") >= 2, roles
+
+
+def test_no_credential_file_of_the_home_is_read(reached: dict[str, Any]) -> None:
+    for found in _found(reached):
+        assert found["credentials_read"] == {}, found["role"]
+
+
+def test_no_host_socket_is_reached_under_run_or_tmp(reached: dict[str, Any]) -> None:
+    for found in _found(reached):
+        assert found["sockets_connected"] == [], found["role"]
+    assert reached["sockets_reached"] == []
+
+
+def test_an_executor_named_in_tmp_is_shown_alone_not_tmp_with_it(
+    reached: dict[str, Any],
+) -> None:
+    tag = reached["tag"]
+    for found in _found(reached):
+        assert f"imm-test-sock-{tag}" not in found["tmp_listing"], found["role"]
+        others = [name for name in found["tmp_listing"] if name != f"imm-test-agent-{tag}.py"]
+        assert not [name for name in others if name.startswith("imm-test-")], found
+
+
+def test_no_host_file_outside_tmp_is_written(reached: dict[str, Any]) -> None:
+    assert not reached["host_planted"]
+    for found in _found(reached):
+        assert found["host_written"] is False, found["role"]
+
+
+def test_root_lane_code_holds_no_capability(reached: dict[str, Any]) -> None:
+    for found in _found(reached):
+        caps = found["caps"]
+        assert int(caps["CapEff"], 16) == 0, (found["role"], caps)
+        assert int(caps["CapBnd"], 16) == 0, (found["role"], caps)
+
+
+def test_no_other_tree_of_the_pool_nor_the_overlay_base_is_reached(
+    reached: dict[str, Any],
+) -> None:
+    for found in _found(reached):
+        assert found["trees_reached"] == [], found["role"]
+
+
+def test_a_checks_program_found_only_where_the_sandbox_hides_it_is_refused_naming_the_folder(
+    tmp_path: Path,
+) -> None:
+    """Issue 43 #5: a setup step put `mytool` in `$RUNNER_TEMP/bin`, which the sandbox hides;
+    bwrap said only `execvp mytool: No such file or directory`."""
+    runner_temp = tmp_path / "runner-temp"
+    (runner_temp / "bin").mkdir(parents=True)
+    tool = runner_temp / "bin" / "mytool"
+    tool.write_text("#!/bin/sh\nexit 0\n")
+    tool.chmod(0o755)
+    repo = make_project(tmp_path / "r", {"a": []},
+                        checks={"a": descriptor([], executable="mytool")})  # fmt: skip
+    writer = (
+        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+         "--executor", shlex.join([sys.executable, "-c", writer])],
+        env={**os.environ, "RUNNER_TEMP": str(runner_temp),
+             "PATH": f"{runner_temp / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert f"'mytool' is found on PATH only at {tool}" in said, said
+    assert f"in {runner_temp}" in said
+    assert "sandbox_expose" in said
+    assert "execvp" not in said
