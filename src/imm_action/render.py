@@ -177,7 +177,7 @@ def batch_body(
 
 def adopted_markdown(report: BatchRunReport) -> list[str]:
     """People's pushes the batch adopted (never a lane's): one bullet each."""
-    lines = [*report.adopted, *report.quarantined]
+    lines = [*report.unconfined, *report.adopted, *report.quarantined]
     return [*(f"- {line}" for line in lines), ""] if lines else []
 
 
@@ -386,6 +386,7 @@ def batch_text(
         tries = _tries(child)
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
         lines.extend(folded_failures(child.failures, " " * (width + 4)))
+    lines.extend(report.unconfined)
     lines.extend(report.adopted)
     lines.extend(report.quarantined)
     if full is not None:

@@ -356,4 +356,5 @@ def pass_ports(
         clock=now,
         log=log,
         candidates=candidates,
+        unconfined=None if place is None else place.confinement.unconfined_reason,
     )

@@ -75,10 +75,10 @@ DEFAULT_TOKEN_NOTE = (
     "the action's `github-token` for that._"
 )
 UNISOLATED_NOTE = (
-    "_Checks run unconfined (`sandbox: none` in the config): code a lane wrote, run by a "
-    "check, can reach this job's token. Remove the setting where bubblewrap can make its "
-    "namespaces (Linux, directly or through passwordless sudo, as on GitHub's hosted "
-    "runners)._"
+    "_Checks run unconfined ({why}): code a lane wrote, run by a check, can reach this job's "
+    "token. Run imm where bubblewrap can make its namespaces (Linux, directly or through "
+    "passwordless sudo, as on GitHub's hosted runners), and drop `sandbox: none` from the "
+    "config if it is there._"
 )
 
 
@@ -143,7 +143,7 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     stored = result.stored
     if github is not None:
         earlier = tuple(h for h in (start_head, stored.state.base_head) if h is not None)
-        _report(github, batch_repo, stored, args, unisolated=not place.confinement.active,
+        _report(github, batch_repo, stored, args, unisolated=place.confinement.unconfined_reason,
                 earlier_heads=earlier)  # fmt: skip
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
@@ -233,7 +233,7 @@ def _report(
     stored: StoredBatch,
     args: ReconcileArgs,
     *,
-    unisolated: bool,
+    unisolated: str | None,
     earlier_heads: tuple[str, ...] = (),
 ) -> None:
     state = stored.state
@@ -243,8 +243,8 @@ def _report(
     head = batch_repo.refs.read([branch])[branch] or state.base_head
     target = replace(target_for(state, head, github.repository_url), earlier_heads=earlier_heads)
     notes = [DEFAULT_TOKEN_NOTE] if github.default_token else []
-    if unisolated:  # only under `integration_isolation: none`: a token refuses it otherwise
-        notes.append(UNISOLATED_NOTE)
+    if unisolated:  # only under `sandbox: none`: a token refuses it otherwise
+        notes.append(UNISOLATED_NOTE.format(why=unisolated))
     if notes:
         target = replace(target, footer="\n\n".join(notes))
     if batch_repo.config.close_integrated_issues and target.issue_number is not None:

@@ -15,6 +15,8 @@ from imm_action.integrate.reasons import (
 )
 from imm_action.model.outcome import Failure
 from imm_action.model.state import (
+    UNCONFINED_CAUSES,
+    UNCONFINED_MAX,
     AdoptedHead,
     BatchChild,
     BatchRunState,
@@ -282,3 +284,15 @@ def adopt_head(
 def admissions_used(state: BatchRunState) -> int:
     """Children that hold (or held) a lane: what the max_children budget counts."""
     return sum(1 for child in state.children if child.lane is not None)
+
+
+def note_unconfined(state: BatchRunState, causes: Sequence[str]) -> BatchRunState:
+    """`state` with each new cause of lane code running unconfined recorded, once each (at
+    most eight: the list says that it happened and why, not how often)."""
+    known = list(state.unconfined)
+    for cause in causes:
+        if cause not in known and len(known) < UNCONFINED_CAUSES:
+            known.append(cause[:UNCONFINED_MAX])
+    if known == state.unconfined:
+        return state
+    return state.model_copy(update={"unconfined": known})

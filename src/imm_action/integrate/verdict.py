@@ -249,4 +249,5 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         continues=state.continues,
         adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
+        unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
     )

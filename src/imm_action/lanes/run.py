@@ -173,6 +173,12 @@ class _Lane:
         return str(Path(self.tree_at).parent / beside)
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
+        """The lane's outcome; it says why its lane code ran unconfined, if it did."""
+        outcome = self._work(environment)
+        why = self.confinement.unconfined_reason
+        return outcome if why is None else outcome.model_copy(update={"unconfined": why})
+
+    def _work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
         text = self.repo.read_file(spec.base_head, intent_path(spec.task_id))
         if text is None:

@@ -111,6 +111,8 @@ class LaneOutcome(StrictModel):
         dict[Annotated[str, Field(max_length=200)], Annotated[int, Field(ge=0)]],
         Field(max_length=MAX_FINDINGS),
     ] = Field(default_factory=dict)
+    # Why the lane's executor and checks ran without a sandbox (issue 43 #6); None: sandboxed.
+    unconfined: Annotated[str, Field(min_length=1, max_length=500)] | None = None
 
 
 class CachedCheck(StrictModel):

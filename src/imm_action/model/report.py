@@ -43,6 +43,8 @@ class BatchRunReport(StrictModel):
     # every push onto the batch branch the batch refused and kept aside, as "quarantined: <sha>
     # ... is kept as <ref> ...", with how to bring it in (issue 42 #4)
     quarantined: list[str] = Field(default_factory=list)
+    # "lane code ran unconfined: <why>", once per cause (issue 43 #6)
+    unconfined: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

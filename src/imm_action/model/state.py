@@ -172,6 +172,10 @@ class SettledTask(StrictModel):
     commit: GitOid
 
 
+UNCONFINED_MAX = 500  # characters of one cause of running lane code unconfined
+UNCONFINED_CAUSES = 8  # causes kept
+
+
 class BatchRunState(StrictModel):
     contract: Literal["imm_action/batch_run_state/v1"]
     batch_id: Identifier
@@ -213,6 +217,12 @@ class BatchRunState(StrictModel):
     settled_before: list[SettledTask] = Field(default_factory=list)
     # Foreign heads refused and kept aside while the batch went on (issue 42 #4).
     quarantined: list[QuarantinedHead] = Field(default_factory=list)
+    # Why lane code of this batch ran unconfined, once per cause (issue 43 #6): a pass whose
+    # checks, or a lane whose executor, had no sandbox. Empty: every command was sandboxed.
+    unconfined: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=UNCONFINED_MAX)]],
+        Field(max_length=UNCONFINED_CAUSES),
+    ] = Field(default_factory=list)
 
     @property
     def judged_at(self) -> str:

@@ -155,6 +155,8 @@ class PassPorts:
     debug: Callable[[str], None] = _DEBUG.debug
     pause: Callable[[int], None] = jittered_pause
     candidates: CandidateMemo | None = None  # candidates built earlier (`imm run` keeps them)
+    # why this pass's checks run without a sandbox (the state records it); None: sandboxed
+    unconfined: str | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,7 @@ class _Pass:
         self.observed: ObservedStack | None = None  # the last stack the pass observed
         self.from_verdicts = 0  # results taken from verify jobs' verdicts
         self.reported: dict[str, int] = {}  # check id -> ms, as lanes said their checks took
+        self.unconfined: list[str] = []  # why lane code ran unconfined, as this pass saw
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
@@ -258,6 +261,12 @@ class _Pass:
             if lane.outcome is not None
             for check_id, duration in lane.outcome.durations_ms.items()
         }
+        # why lane code ran unconfined, as this pass and the lanes it observes say
+        self.unconfined = [
+            *([self.ports.unconfined] if self.ports.unconfined else []),
+            *(lane.outcome.unconfined for lane in facts.lanes.values()
+              if lane.outcome is not None and lane.outcome.unconfined),
+        ]  # fmt: skip
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
         if isinstance(decision, Reread):
             return decision
@@ -307,6 +316,7 @@ class _Pass:
         if self.request.fan_out is not None:
             state = self._fanned_out(state, self.request.fan_out, unverified)
         stale += self._verify_ref(loaded, state)
+        state = t.note_unconfined(state, self.unconfined)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 

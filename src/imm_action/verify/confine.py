@@ -136,6 +136,13 @@ class Confinement:
     def active(self) -> bool:
         return self.bwrap is not None
 
+    @property
+    def unconfined_reason(self) -> str | None:
+        """Why lane code runs without a sandbox here (what reports say); None in one."""
+        if self.active:
+            return None
+        return self.why.removeprefix(_UNCONFINED_PREFIX)[:500]
+
     def close(self) -> None:
         """The run is over: the sudo path's environment files go."""
         if self.env_folder is not None:
@@ -254,7 +261,8 @@ class Confinement:
         return Path(name)
 
 
-NOT_CONFINED = Confinement(None, "lane code runs unconfined (sandbox: none)")
+_UNCONFINED_PREFIX = "lane code runs unconfined: "
+NOT_CONFINED = Confinement(None, f"{_UNCONFINED_PREFIX}`sandbox: none` in the config")
 
 
 def bwrap_path() -> str | None:
@@ -331,7 +339,7 @@ def choose_confinement(
             "passwordless sudo as on GitHub's hosted runners), or set `sandbox: none` in "
             ".github/imm.yml to accept the risk"
         )
-    return Confinement(None, f"lane code runs unconfined: {why}")
+    return Confinement(None, f"{_UNCONFINED_PREFIX}{why}")
 
 
 def _mounted(mount: Mount) -> list[str]:

