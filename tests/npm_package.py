@@ -27,9 +27,12 @@ def npm_available() -> bool:
     return shutil.which("npm") is not None and shutil.which("node") is not None
 
 
-def package_files(cache: Path) -> dict[str, str]:
-    """The package's files (text), with the cut devDependencies and npm's lockfile for them;
-    fetched once into `cache`."""
+NYC = "15.1.0"  # istanbul's command line: writes its cache under node_modules/.cache
+
+
+def package_files(cache: Path, *, nyc: bool = False) -> dict[str, str]:
+    """The package's files (text), with the cut devDependencies (and nyc, `nyc`) and npm's
+    lockfile for them; fetched once into `cache`."""
     folder = cache / "package"
     if not (folder / "package-lock.json").exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -40,6 +43,8 @@ def package_files(cache: Path) -> dict[str, str]:
             archive.extractall(cache, filter="data")
         manifest = json.loads((folder / "package.json").read_text())
         manifest["devDependencies"] = {"tape": manifest["devDependencies"]["tape"]}
+        if nyc:
+            manifest["devDependencies"]["nyc"] = NYC
         manifest["scripts"] = {"test": "tape test/*.js"}
         (folder / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
         subprocess.run(
@@ -57,13 +62,15 @@ def tasks() -> dict[str, list[str]]:
     return {f"review_{name}": [] for name in TEST_FILES}
 
 
-def checks() -> dict[str, str]:
-    """Each task's own check: its test file under tape, from what `npm ci` installed."""
+def checks(*, nyc: bool = False) -> dict[str, str]:
+    """Each task's own check: its test file under tape, from what `npm ci` installed; `nyc`:
+    under nyc's coverage, as `npm test` runs it in many packages."""
     from tests.conftest import descriptor
 
+    coverage = ["node_modules/nyc/bin/nyc.js", "--silent", "node"] if nyc else []
     return {
         f"review_{name}": descriptor(
-            ["node_modules/tape/bin/tape", f"test/{name}.js"], executable="node"
+            [*coverage, "node_modules/tape/bin/tape", f"test/{name}.js"], executable="node"
         )
         for name in TEST_FILES
     }

@@ -47,3 +47,35 @@ def test_a_real_npm_packages_suite_lands_seven_tasks_with_one_install_and_none_t
     again = second.stdout + second.stderr
     assert "check_setup: reused what it prepared before" in again, again
     assert "check_setup passed" not in again
+
+
+# what webpack's filesystem cache and babel-loader's `cacheDirectory: true` do on first use
+CACHE_WRITER = (
+    "const fs = require('fs'); fs.mkdirSync('node_modules/.cache/tool', {recursive: true}); "
+    "fs.writeFileSync('node_modules/.cache/tool/entry', 'cached')"
+)
+
+
+def test_checks_writing_caches_under_node_modules_land_their_tasks_with_a_cache_per_check(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 43 #4: what `check_setup` prepared (`node_modules`) every check shares read-only,
+    and a tool writing its cache under `node_modules/.cache` failed every check with EROFS.
+    Two tasks judged under nyc's coverage (its cache goes there when it may write), one by a
+    tool that makes its cache folder there without asking."""
+    from tests.conftest import descriptor
+
+    files = npm_package.package_files(tmp_path_factory.mktemp("npm-nyc-cache"), nyc=True)
+    extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
+    chosen = sorted(npm_package.tasks())[:3]
+    checks = {t: c for t, c in npm_package.checks(nyc=True).items() if t in chosen}
+    checks[chosen[2]] = descriptor(["-e", CACHE_WRITER], executable="node")
+    repo = make_project(
+        tmp_path_factory.mktemp("npm-nyc") / "r", {task: [] for task in chosen}, checks=checks,
+        scopes={t: s for t, s in npm_package.scopes().items() if t in chosen}, extra_files=extra,
+    )  # fmt: skip
+    done = _imm_run(repo)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert {str(c.state) for c in current(repo).state.children} == {"integrated"}, output
+    assert "EROFS" not in output

@@ -341,6 +341,7 @@ def _check_sandbox(
     for name, kept in prepared.binds:
         if seen_at is not None:
             binds.append(Bind(kept, f"{seen_at}/{name}"))
+            binds += _cache_of(kept, f"{seen_at}/{name}", scratch / CACHES / name)
     _link_setup_leftovers(root, prepared, confinement)
     # an overlay's files exist only inside the sandbox: it is mounted there, and a command's
     # paths are looked up in its git tree
@@ -351,6 +352,24 @@ def _check_sandbox(
                    confinement=confinement, scratch=home if prepared.home else None,
                    binds=tuple(binds), network=confinement.check_network,
                    overlay=overlay, entry_kind=entry_kind)  # fmt: skip
+
+
+CACHES = "caches"  # in a check's scratch: the writable caches of what setup prepared
+
+
+def _cache_of(kept: Path, seen_at: str, own: Path) -> list[Bind]:
+    """A folder `check_setup` prepared stays shared and read-only, but the cache tools write
+    into it (`node_modules/.cache`: nyc, babel-loader, eslint, webpack) is the check's own,
+    fresh for each check (issue 43 #4: every nyc check failed with EROFS). [] where the
+    prepared thing is a file, or its `.cache` cannot be made to mount on."""
+    if not kept.is_dir() or kept.is_symlink():
+        return []
+    try:
+        (kept / ".cache").mkdir(exist_ok=True)  # the mount point, in imm's own setup folder
+        own.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return [Bind(own, f"{seen_at}/.cache", writable=True)]
 
 
 def _link_setup_leftovers(root: Path, prepared: Prepared, confinement: Confinement) -> None:
@@ -379,6 +398,11 @@ def _fresh_view(
         tree.fresh_view(shown)
         remove_tree(scratch / "home")
         (scratch / "home").mkdir()
+        for name, _ in prepared.binds:  # the caches of what setup prepared: empty again
+            own = scratch / CACHES / name
+            if own.is_dir():
+                remove_tree(own)
+                own.mkdir()
         _link_setup_leftovers(tree.root, prepared, confinement)
 
     return fresh
