@@ -235,3 +235,55 @@ def test_a_checks_program_found_only_where_the_sandbox_hides_it_is_refused_namin
     assert f"in {runner_temp}" in said
     assert "sandbox_expose" in said
     assert "execvp" not in said
+
+
+def test_the_wheels_bwrap_runs_with_a_decoy_bwrap_first_on_imms_own_path(tmp_path: Path) -> None:
+    """imm finds bubblewrap by the wheel's absolute path, never on PATH (issue 43 #8): a
+    `bwrap` first on the PATH imm itself runs with never runs."""
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    ran = tmp_path / "decoy-ran"
+    (decoy / "bwrap").write_text(f"#!/bin/sh\necho ran >> {ran}\nexit 1\n")
+    (decoy / "bwrap").chmod(0o755)
+    repo = make_project(tmp_path / "r", {"a": []})
+    writer = (
+        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+         "--executor", shlex.join([sys.executable, "-c", writer])],
+        env={**os.environ, "PATH": f"{decoy}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "lane code runs in a bubblewrap sandbox" in done.stdout + done.stderr
+    assert not ran.exists()
+
+
+def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path) -> None:
+    """The setup digest holds the base's lockfiles (issue 43 #8: without them, no test
+    failed): a commit changing `requirements.txt` prepares the environment anew."""
+    count = tmp_path / "setup-runs"
+    setup = f"sh -c 'echo x >> {count}'"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={
+        ".github/imm.yml": f"check_setup: {setup}\n", "requirements.txt": "pytest\n"})  # fmt: skip
+    writer = (
+        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
+    )
+
+    def run(*more: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+             "--executor", shlex.join([sys.executable, "-c", writer]), *more],
+            capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout + done.stderr
+
+    run()
+    assert count.read_text() == "x\n"
+    (repo / "requirements.txt").write_text("pytest>=8\n")
+    subprocess.run(["git", "commit", "-qam", "pin pytest"], cwd=repo, check=True)
+    said = run("--fresh")
+    assert "check_setup: reused" not in said
+    assert count.read_text() == "x\nx\n"
