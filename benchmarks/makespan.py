@@ -165,8 +165,9 @@ def main() -> int:
     rng = random.Random(5)
     low, high = 1 - args.spread, 1 + args.spread
     seconds = {task: round(args.seconds * rng.uniform(low, high), 2) for task in graph}
-    print(f"{args.tasks} tasks, {sum(seconds.values()):.1f} s of work, about {args.seconds} s each, "
-          f"checks: {args.checks}")
+    work = sum(seconds.values())
+    print(f"{args.tasks} tasks, {work:.1f} s of work, about {args.seconds} s each, "
+          f"checks: {args.checks}")  # fmt: skip
     bound = critical_path_bound(graph, seconds)
     print(f"critical-path bound (no schedule ends sooner): {bound:.2f} s")
     print(
