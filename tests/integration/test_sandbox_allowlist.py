@@ -287,3 +287,39 @@ def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path) -> None:
     said = run("--fresh")
     assert "check_setup: reused" not in said
     assert count.read_text() == "x\nx\n"
+
+
+def test_a_tool_a_version_manager_keeps_under_the_home_runs_in_checks_as_for_the_user(
+    tmp_path: Path,
+) -> None:
+    """The homes are empty in the sandbox, but the toolchain `PATH` runs through is shown back
+    (ADR 0059): a program of a version manager under the home (nvm's layout: its `bin` on
+    PATH, its library beside it) runs in every check, while the home's credentials stay out."""
+    home = Path(tempfile.mkdtemp(prefix="imm-test-home-", dir=_account_home()))
+    try:
+        version = home / ".nvm" / "versions" / "node" / "v20"
+        (version / "bin").mkdir(parents=True)
+        (version / "lib").mkdir()
+        (version / "lib" / "runtime.txt").write_text("runtime\n")
+        (version / "bin" / "vmtool").write_text(f"#!/bin/sh\nexec cat {version}/lib/runtime.txt\n")
+        (version / "bin" / "vmtool").chmod(0o755)
+        (home / ".config" / "git").mkdir(parents=True)
+        (home / ".config" / "git" / "credentials").write_text("https://x:SECRET@github.com\n")
+        reads = f'test "$(vmtool)" = runtime && ! cat {home}/.config/git/credentials'
+        repo = make_project(tmp_path / "r", {"a": []},
+                            checks={"a": descriptor(["-c", reads], executable="sh")})  # fmt: skip
+        writer = (
+            "import os, pathlib; t = os.environ['IMM_TASK_ID']; "
+            "pathlib.Path(t + '.txt').write_text(t)"
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+             "--executor", shlex.join([sys.executable, "-c", writer])],
+            env={**os.environ, "HOME": str(home),
+                 "PATH": f"{version / 'bin'}{os.pathsep}{os.environ['PATH']}"},
+            capture_output=True, text=True, check=False, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert [str(c.state) for c in current(repo).state.children] == ["integrated"]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -84,7 +84,9 @@ def host_view(
     candidates += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent,
                    Path(__file__).parents[2], *extra]  # fmt: skip
     candidates += [home for home in map(_venv_home, list(candidates)) if home is not None]
-    roots = (*ALWAYS_PRIVATE, *private)
+    # every home, a nested one too ($HOME inside the account's home): a program is judged by
+    # the innermost home it lies in, so a home is never shown back as a "version manager"
+    roots = (*ALWAYS_PRIVATE, *private, *homes)
     shown: list[str] = []
     for candidate in candidates:
         for folder in _shown_for(candidate, roots, homes, hidden):
