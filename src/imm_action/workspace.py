@@ -26,7 +26,13 @@ from imm_action.errors import InputError, Problem, UsageError
 from imm_action.git import GitError, is_work_tree
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import GIT_OID_PATTERN
-from imm_action.model.config import CONFIG_PATH, RepoConfig
+from imm_action.model.config import (
+    CONFIG_PATH,
+    GATING_KEYS,
+    RepoConfig,
+    meant_key,
+    one_edit_apart,
+)
 from imm_action.model.intent import ValidIntent
 from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import located_messages
@@ -302,13 +308,29 @@ def _yaml_line(data: Any, loc: tuple[int | str, ...]) -> int | None:
 def _unknown_keys(
     data: Any, fields: Mapping[str, Any], prefix: tuple[str, ...], relative: str
 ) -> list[Problem]:
+    """Unknown keys, as warnings with a did-you-mean: an older imm, pinned, must read a newer
+    config (docs/formats.md). One edit away from a key that gates (GATING_KEYS) is refused
+    instead: misspelled, it would gate nothing (ADR 0060)."""
     warnings = []
+    refused = []
     for key, value in data.items():
         name = ".".join((*prefix, str(key)))
         if key not in fields:
             line = data.lc.key(key)[0] + 1
+            gating = sorted(
+                known for known in GATING_KEYS
+                if not prefix and known in fields and one_edit_apart(str(key), known)
+            )  # fmt: skip
+            if gating:
+                refused.append(Problem(relative, line, (
+                    f"{name!r} is not a setting; did you mean {gating[0]!r}? A misspelled "
+                    f"{gating[0]!r} would be ignored, so imm refuses it"
+                )))  # fmt: skip
+                continue
+            meant = meant_key(str(key), fields)
+            hint = f"; did you mean {meant!r}?" if meant else ""
             warnings.append(
-                Problem(relative, line, f"warning: unknown setting {name!r} is ignored")
+                Problem(relative, line, f"warning: unknown setting {name!r} is ignored{hint}")
             )
         elif key == "commands" and isinstance(value, dict):
             from imm_action.model.config import CommandsConfig
@@ -316,6 +338,8 @@ def _unknown_keys(
             warnings.extend(
                 _unknown_keys(value, CommandsConfig.model_fields, (*prefix, "commands"), relative)
             )
+    if refused:
+        raise InputError(refused)
     return warnings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from imm_action.errors import Problem
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, GithubRunner
@@ -72,3 +73,10 @@ def shard_summary(index: int, shards: int, results: Sequence[tuple[str, str, Che
             lines += ["", f"<details><summary>{title}</summary>", "", f"{fence}text", tail,
                       fence, "</details>"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def config_warnings_markdown(warnings: Sequence[Problem]) -> str:
+    """The config's warnings for a job summary: each unknown key at its file and line, with
+    the key it may misspell (issue 44: a misspelled key was silent in the jobs)."""
+    lines = [f"- `{html.escape(warning.render())}`" for warning in warnings]
+    return "### Config warnings\n\n" + "\n".join(lines) + "\n"

@@ -54,6 +54,9 @@ class BatchRepo:
     refs: RefStore
     config: RepoConfig
     initiatives: InitiativeSource  # where the initiative is read from (chosen by the CLI)
+    # what the config's reading warned about (unknown keys, file:line, did-you-mean): every
+    # command that reads it prints them (issue 44: `imm run` and the jobs said nothing)
+    config_warnings: tuple[Problem, ...] = ()
 
     def forked(self) -> BatchRepo:
         """The same batch repository in a process forked from this one (a local lane): its
@@ -124,6 +127,11 @@ def planned_config(batch_repo: BatchRepo, state: BatchRunState, fallback: str | 
     return batch_repo.config if at is None else load_config_at(batch_repo.root, at).config
 
 
+def config_warning_lines(batch_repo: BatchRepo) -> list[str]:
+    """The config's warnings as imm prints them (`imm: .github/imm.yml:3: warning: …`)."""
+    return [f"imm: {warning.render()}" for warning in batch_repo.config_warnings]
+
+
 def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:
     """The repository a batch runs in: its work tree root, and where its refs live."""
     project = open_repo(path)
@@ -135,7 +143,8 @@ def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSourc
         raise UsageError(f"--repo {path}: batches run at the top of a work tree ({root})")
     repo = GitRepo(root, GitRunner(root))
     refs: RefStore = LocalRefStore(repo) if remote is None else RemoteRefStore(repo, remote)
-    return BatchRepo(root, repo, refs, load_config(root).config, initiatives)
+    loaded = load_config(root)
+    return BatchRepo(root, repo, refs, loaded.config, initiatives, loaded.warnings)
 
 
 def base_of(batch_repo: BatchRepo) -> tuple[str, str]:

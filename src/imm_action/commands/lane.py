@@ -20,6 +20,7 @@ from imm_action.batches.repo import (
     BatchRepo,
     check_place,
     committer_of,
+    config_warning_lines,
     open_batch_repo,
     planned_config,
 )
@@ -69,6 +70,9 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
     from `imm run`), instead of finding it again from `args.repo`."""
     io, initiatives = ports.io, ports.initiatives
     batch_repo = opened or open_batch_repo(args.repo, args.remote, initiatives)
+    if opened is None:  # a lane `imm run` forked: it printed them once for every lane
+        for line in config_warning_lines(batch_repo):
+            io.warn(line)
     if args.phase == "all":
         batch_repo.refs.refresh()
         return _work(args, io, batch_repo, batch_repo.refs)

@@ -16,11 +16,12 @@ from imm_action.actions.runtime import (
     verify_outputs,
     write_outputs,
 )
-from imm_action.actions.summary import pass_summary
+from imm_action.actions.summary import config_warnings_markdown, pass_summary
 from imm_action.batches.output import exit_code_for, print_report
 from imm_action.batches.repo import (
     BatchRepo,
     check_place,
+    config_warning_lines,
     open_batch_repo,
     pass_ports,
     pass_request,
@@ -108,6 +109,10 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         max_parallel=args.max_parallel,
         max_children=args.max_children,
     )
+    for line in config_warning_lines(batch_repo):
+        io.warn(line)
+    if args.actions is not None and batch_repo.config_warnings:
+        append_summary(args.actions, config_warnings_markdown(batch_repo.config_warnings))
     if args.lane_bundles is not None or ports.github_run is not None:
         _import_bundles(args, io, batch_repo, ports.github_run)
     # where the last report may have put a running check (ended once the branch moves on)

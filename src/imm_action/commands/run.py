@@ -15,6 +15,7 @@ from types import FrameType
 from imm_action.batches.output import print_report
 from imm_action.batches.repo import (
     BatchRepo,
+    config_warning_lines,
     executor_to_print,
     logs_folder,
     open_batch_repo,
@@ -67,6 +68,8 @@ def run(args: RunArgs, ports: Ports) -> int:
                 open_batch_repo(args.repo, None, ports.initiatives),
                 max_children=args.max_children,
             )
+            for line in config_warning_lines(batch_repo):
+                io.warn(line)
             coordinator, progress = _coordinator(args, io, batch_repo)
             state = coordinator.run()
     except KeyboardInterrupt as stop:

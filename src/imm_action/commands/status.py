@@ -9,6 +9,7 @@ from imm_action.batches.output import no_process_at_work, print_report
 from imm_action.batches.repo import (
     BatchRepo,
     base_of,
+    config_warning_lines,
     executor_to_print,
     logs_folder,
     open_batch_repo,
@@ -31,6 +32,8 @@ class StatusArgs:
 def run(args: StatusArgs, ports: Ports) -> int:
     io, initiatives = ports.io, ports.initiatives
     batch_repo = open_batch_repo(args.repo, args.remote, initiatives)
+    for line in config_warning_lines(batch_repo):
+        io.warn(line)
     batch_repo.refs.refresh()
     stored = find_batch(StateStore(batch_repo.refs), args.slug, args.batch_id)
     idle = no_process_at_work(stored.state)

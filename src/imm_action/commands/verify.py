@@ -16,7 +16,13 @@ from pathlib import Path
 
 from imm_action.actions.runtime import ActionsFiles, append_summary, write_outputs
 from imm_action.actions.summary import shard_summary
-from imm_action.batches.repo import BatchRepo, check_place, open_batch_repo, planned_config
+from imm_action.batches.repo import (
+    BatchRepo,
+    check_place,
+    config_warning_lines,
+    open_batch_repo,
+    planned_config,
+)
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.git.refs import RefStore, RemoteRefStore
@@ -46,6 +52,8 @@ class VerifyArgs:
 def run(args: VerifyArgs, ports: Ports) -> int:
     io = ports.io
     batch_repo = open_batch_repo(args.repo, args.remote, ports.initiatives)
+    for line in config_warning_lines(batch_repo):
+        io.warn(line)
     if args.phase in ("fetch", "all"):
         if not isinstance(batch_repo.refs, RemoteRefStore):
             raise UsageError("imm verify needs --remote (the round lives on a remote)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import shlex
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -127,3 +129,37 @@ class RepoConfig(_ConfigModel):
     # at $HOME/.venv, `pip install --user`) is on the checks' PATH, and what it leaves in its
     # tree (node_modules, .venv) is in every check's tree, read-only.
     check_setup: CommandLine | None = None
+
+
+# Keys whose misspelling would silently weaken a guard: `chek_network: false` leaves checks
+# their network, `sanbox: sudo` the sandbox as it was. An unknown key one edit away from one
+# of these is refused, not warned about (ADR 0060); the keys a later version adds that gate
+# (`branch_checks`, `held_checks`, `max_cost_usd`) join them when they are known here.
+GATING_KEYS = frozenset(
+    {"sandbox", "sandbox_expose", "check_network", "check_setup", "barrier_files",
+     "max_children", "qa_failure_limit", "integration_isolation", "executor_env"}
+)  # fmt: skip
+
+
+def one_edit_apart(left: str, right: str) -> bool:
+    """Whether one insertion, deletion, substitution or swap of neighbours turns `left` into
+    `right` (and they differ)."""
+    if left == right or abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) == len(right):
+        differ = [at for at in range(len(left)) if left[at] != right[at]]
+        if len(differ) == 1:
+            return True
+        first, second = differ[0], differ[-1]
+        return (
+            len(differ) == 2 and second == first + 1
+            and left[first] == right[second] and left[second] == right[first]
+        )  # fmt: skip
+    short, long = sorted((left, right), key=len)
+    return any(long[:at] + long[at + 1 :] == short for at in range(len(long)))
+
+
+def meant_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key `key` most likely misspells, if any is close."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return close[0] if close else None
