@@ -183,3 +183,30 @@ def test_a_workflow_of_someone_elses_at_an_init_path_is_reported_and_left_alone(
     code, _, err = run_cli(capsys, "init", "--repo", str(repo), "--check")
     assert code == 1
     assert "not imm's, at imm's paths: .github/workflows/imm-batch.yml" in err
+
+
+@pytest.mark.parametrize(
+    ("files", "proposed"),
+    [
+        ({"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-q'\n"},
+         ["python3 -m pytest -q"]),
+        ({"package.json": '{"scripts": {"test": "nyc tape test/*.js"}}'}, ["npm test"]),
+        ({"Makefile": "build:\n\tcc x.c\ntest: build\n\t./x --test\n"}, ["make test"]),
+        ({"pyproject.toml": "[project]\nname = 'x'\ndependencies = ['pytest']\n",
+          "Makefile": "test:\n\tpytest\n"}, ["python3 -m pytest -q", "make test"]),
+    ],
+    ids=["pytest", "npm test script", "make test target", "two suites"],
+)  # fmt: skip
+def test_init_proposes_the_repositorys_suites_as_branch_checks_commented_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], proposed: list[str]
+) -> None:
+    """Issue 44: `imm init` proposes branch checks from what it finds, for the user to
+    confirm: commented out, so a guessed suite never gates unasked."""
+    root = make_repo(tmp_path / "repo", files)
+    code, _, err = run_cli(capsys, "init", "--repo", str(root))
+    assert code == 0, err
+    config = (root / ".github/imm.yml").read_text(encoding="utf-8")
+    assert "# branch_checks:\n" + "".join(f"#   - {cmd}\n" for cmd in proposed) in config
+    from imm_action.workspace import load_config
+
+    assert load_config(root).config.branch_checks == []  # proposed, not set

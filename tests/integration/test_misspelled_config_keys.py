@@ -64,7 +64,10 @@ def test_the_integrate_jobs_summary_shows_the_configs_warnings(
     assert "max_paralel" in text
 
 
-@pytest.mark.parametrize("typo", ["chek_network", "check_netwrok", "sanbox", "barrier_file"])
+@pytest.mark.parametrize(
+    "typo",
+    ["chek_network", "check_netwrok", "sanbox", "barrier_file", "branch_check", "held_check"],
+)
 def test_a_key_one_edit_from_a_gating_key_is_refused_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], typo: str
 ) -> None:

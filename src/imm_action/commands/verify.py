@@ -31,10 +31,12 @@ from imm_action.masking import masker_for
 from imm_action.model.refs import verify_ref
 from imm_action.model.shard import VerifyRound, VerifyShard, verdict_artifact
 from imm_action.model.state import BatchRunState
+from imm_action.passes.gate import gate_at
 from imm_action.passes.observe import checks_by_digest
 from imm_action.ports import Ports
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 from imm_action.verify.verdicts import write_verdict
+from imm_action.workspace import config_path
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,9 @@ def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, folder: P
     repo = batch_repo.repo
     # the plan's config (its sandbox, check_setup, verify_parallel), never a candidate's
     batch_repo = replace(batch_repo, config=planned_config(batch_repo, state, None))
-    known = checks_by_digest(repo, state)
+    # the branch checks too, from the plan's config: a round's fan-out owes them as any check
+    branch = gate_at(batch_repo.root, state.judged_at, config_path()).checks
+    known = checks_by_digest(repo, state, branch)
     by_tree: dict[str, list[Check]] = {}
     for owed in shard.checks:
         check = known.get(owed.descriptor_digest)

@@ -22,6 +22,9 @@ CHECK_FAILED: Final = "batch_integration_check_failed"
 # The batch's reason, not a child's: a check of a task the branch holds fails on the batch head
 # itself, twice — a person's matter (flaky, or the environment changed), never a lane's.
 HEAD_CHECK_FAILED: Final = "batch_head_check_failed"
+# The batch's reason: the base fails the repository's branch checks before any lane started
+# (issue 44): every lane would be blamed for it, so none starts.
+BASE_CHECK_FAILED: Final = "batch_base_check_failed"
 CANCELLED: Final = "cancelled"
 # The batch's reason: the workflow run carrying its lanes was cancelled (the Actions UI, the
 # API, `/imm cancel`); a person's stop, never a lost lane's.

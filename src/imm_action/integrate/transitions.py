@@ -4,7 +4,7 @@ none does I/O. The store re-validates every invariant before a state is written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from imm_action.integrate.reasons import (
     CANCELLED,
@@ -296,3 +296,8 @@ def note_unconfined(state: BatchRunState, causes: Sequence[str]) -> BatchRunStat
     if known == state.unconfined:
         return state
     return state.model_copy(update={"unconfined": known})
+
+
+def note_held_checks(state: BatchRunState, held: Literal["all", "branch"]) -> BatchRunState:
+    """What gated the batch's moves besides its branch checks, for its report (issue 44)."""
+    return state if state.held_checks == held else state.model_copy(update={"held_checks": held})

@@ -6,7 +6,12 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from imm_action.integrate.reasons import HEAD_CHECK_FAILED, LINEAGE_BROKEN, PLAN_CHANGED
+from imm_action.integrate.reasons import (
+    BASE_CHECK_FAILED,
+    HEAD_CHECK_FAILED,
+    LINEAGE_BROKEN,
+    PLAN_CHANGED,
+)
 from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
@@ -41,6 +46,14 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
             f"{state.stop_reason}; {done} of {plural(len(children), 'task')} integrated",
             "continue the batch when ready (`/imm run`, or dispatch imm-batch): what finished "
             "stays, the cancelled lanes run again",
+        )
+    if state.stop_reason and state.stop_reason.startswith(BASE_CHECK_FAILED):
+        return Verdict(
+            BatchState.NEEDS_HUMAN,
+            state.stop_reason,
+            f"no lane ran: fix what fails the named branch checks on {state.base_ref} (run them "
+            "there yourself), commit the fix, then run the batch again: it starts from the fixed "
+            "base",
         )
     if state.stop_reason and state.stop_reason.startswith(HEAD_CHECK_FAILED):
         return Verdict(
@@ -128,11 +141,19 @@ def head_checks_said(state: BatchRunState, done: int) -> str:
     carried = min(state.head_checks_carried or 0, state.head_checks)
     ran = state.head_checks - carried
     whose = f"of {'them' if done != 1 else 'it'}"
+    gated = {
+        None: "",
+        "all": " (held_checks: all, with the branch checks)",
+        "branch": " (held_checks: branch: the branch checks, and each lane's own on its move)",
+    }[state.held_checks]
     if not carried:
-        return f"; every check {whose} ({plural(state.head_checks, 'check')}) passed on its head"
+        return (
+            f"; every check {whose} ({plural(state.head_checks, 'check')}) passed on its "
+            f"head{gated}"
+        )
     return (
         f"; every check {whose} passed: {plural(ran, 'check')} on its head, {carried} carried "
-        "over by their declared reads"
+        f"over by their declared reads{gated}"
     )
 
 

@@ -34,6 +34,7 @@ from imm_action.integrate.decide import ready_to_integrate
 from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.model.state import BatchRunState
+from imm_action.passes.gate import gate_at
 from imm_action.passes.observe import (
     BuiltCandidate,
     CandidateKey,
@@ -43,6 +44,7 @@ from imm_action.passes.observe import (
 )
 from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.workspace import config_path
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ def _verify_in_child(
             ready_to_integrate(state),
             scopes=chain.scopes,
             memo=candidates,
+            # the branch checks, as the pass judges the stack by them (issue 44)
+            gate=gate_at(repo.path, state.judged_at, config_path()),
         )
         # every result it found, failures and bisection probes too: the next pass judges the
         # stack from them (the cache keeps only passes for the state)

@@ -9,6 +9,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from imm_action.model.common import Identifier, StrictModel
+from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 
@@ -54,6 +56,21 @@ class _ConfigModel(BaseModel):
 
 class CommandsConfig(_ConfigModel):
     allowed_permission: Permission = "write"
+
+
+class BranchCheck(StrictModel):
+    """A check every move of the batch branch must pass, owned by no task (issue 44): a
+    command line (no shell) or a descriptor's command, with what it reads and its own
+    environment, as a task's check has (SPEC §4.3)."""
+
+    name: Identifier | None = None  # its id is `branch:<name>` (default: its position)
+    command: CommandLine | DescriptorCommand
+    environment: DescriptorEnvironment | None = None
+    reads: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
+
+
+HeldChecks = Literal["all", "branch"]
+MAX_BRANCH_CHECKS = 32
 
 
 # A name git writes into a commit header: no angle brackets or control characters, which would
@@ -129,6 +146,15 @@ class RepoConfig(_ConfigModel):
     # at $HOME/.venv, `pip install --user`) is on the checks' PATH, and what it leaves in its
     # tree (node_modules, .venv) is in every check's tree, read-only.
     check_setup: CommandLine | None = None
+    # Checks of the repository's own (its suite, lint, types) every move of imm/<slug> must
+    # pass, owned by no task, verified on the base before any lane starts (issue 44, ADR 0061).
+    branch_checks: Annotated[
+        list[CommandLine | BranchCheck], Field(max_length=MAX_BRANCH_CHECKS)
+    ] = Field(default_factory=list)
+    # What gates a move besides the branch checks: `all` (every task's checks the branch holds,
+    # and the moving lanes'), or `branch` (the moving lanes' own checks only: for a suite that
+    # holds the tasks' tests; ADR 0061).
+    held_checks: HeldChecks = "all"
 
 
 # Keys whose misspelling would silently weaken a guard: `chek_network: false` leaves checks
@@ -137,7 +163,8 @@ class RepoConfig(_ConfigModel):
 # (`branch_checks`, `held_checks`, `max_cost_usd`) join them when they are known here.
 GATING_KEYS = frozenset(
     {"sandbox", "sandbox_expose", "check_network", "check_setup", "barrier_files",
-     "max_children", "qa_failure_limit", "integration_isolation", "executor_env"}
+     "max_children", "qa_failure_limit", "integration_isolation", "executor_env",
+     "branch_checks", "held_checks"}
 )  # fmt: skip
 
 

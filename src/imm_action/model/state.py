@@ -219,6 +219,10 @@ class BatchRunState(StrictModel):
     quarantined: list[QuarantinedHead] = Field(default_factory=list)
     # Why lane code of this batch ran unconfined, once per cause (issue 43 #6): a pass whose
     # checks, or a lane whose executor, had no sandbox. Empty: every command was sandboxed.
+    # What gated the batch's moves besides the branch checks (issue 44): `all`, or `branch`
+    # (the moving lanes' own checks only); None in a batch with neither branch checks nor
+    # `held_checks: branch`, and in older states.
+    held_checks: Literal["all", "branch"] | None = None
     unconfined: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=UNCONFINED_MAX)]],
         Field(max_length=UNCONFINED_CAUSES),

@@ -42,6 +42,7 @@ from imm_action.integrate.decide import (
     verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.integrate.shards import (
     VERIFY_LOSS_LIMIT,
     FanOutRules,
@@ -64,6 +65,7 @@ from imm_action.model.state import (
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
+from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, red_base
 from imm_action.passes.observe import (
     CandidateMemo,
     ObservedStack,
@@ -242,6 +244,7 @@ class _Pass:
         self.from_verdicts = 0  # results taken from verify jobs' verdicts
         self.reported: dict[str, int] = {}  # check id -> ms, as lanes said their checks took
         self.unconfined: list[str] = []  # why lane code ran unconfined, as this pass saw
+        self.gate = NO_GATE  # the branch checks and `held_checks`, read once the state is
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
@@ -252,6 +255,8 @@ class _Pass:
             if self.results.get(entry.tree, entry.descriptor_digest) is None:
                 self.results.put(entry.tree, entry.descriptor_digest, entry.result)
         state = stored.state if self.continued else self._mutated(stored.state)
+        # the repository's own checks, from the config the batch was planned with (issue 44)
+        self.gate = gate_at(self.repo.path, state.judged_at, self.request.config_file)
         head = self.ports.refs.read([self.branch_ref])[self.branch_ref]
         facts = observe_pass(self.ports.refs, state, head, self.ports.lanes, self.reads)
         # how long the lanes' checks took, as they say: what checks never run here will take
@@ -311,12 +316,16 @@ class _Pass:
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
         if self.request.admit and not t.run_cancelled(state):
-            state, admitted = self._admit(state, head)
+            state = self._green_base(state, head)
+            if not (state.stop_reason or "").startswith(BASE_CHECK_FAILED):
+                state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         if self.request.fan_out is not None:
             state = self._fanned_out(state, self.request.fan_out, unverified)
         stale += self._verify_ref(loaded, state)
         state = t.note_unconfined(state, self.unconfined)
+        if self.gate.checks or self.gate.held != "all":  # say what gated its moves
+            state = t.note_held_checks(state, self.gate.held)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -536,7 +545,7 @@ class _Pass:
                 self.repo, verifier, state, head, ready, scopes=self.request.scopes,
                 verify=self.verify, memo=self.ports.candidates,
                 config_file=self.request.config_file, reported=self.reported,
-                owe=self.request.fan_out is not None,
+                owe=self.request.fan_out is not None, gate=self.gate,
             )  # fmt: skip
             self.observed = observed
             chain = observed.chain
@@ -610,6 +619,19 @@ class _Pass:
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
     def _verdict(self, state: BatchRunState) -> Verdict:
         return verdict(state, startable_children(state, self.rules))
+
+    def _green_base(self, state: BatchRunState, head: str) -> BatchRunState:
+        """Before the batch's first lane starts, its base must pass the branch checks (issue
+        44): on a red base every lane would be blamed, or the head check fail "on the head
+        itself". Reused from the cache while the base and the checks are unchanged."""
+        if not self.gate.checks or t.admissions_used(state):
+            return state
+        failed = red_base(self.ports.verifier(self.results), self.gate, self.repo.commit(head).tree)
+        for check, result in failed:
+            self.ports.log(f"branch check {check.check_id} failed on the base: {result.exit_code}")
+        if not failed:
+            return state
+        return t.head_check_failed(state, base_failure_reason(state.base_ref, head, failed))
 
     def _admit(self, state: BatchRunState, head: str) -> tuple[BatchRunState, tuple[str, ...]]:
         admits = decide_admissions(state, head, self.rules)

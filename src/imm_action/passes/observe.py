@@ -54,6 +54,7 @@ from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
 from imm_action.model.state import BatchChild, BatchRunState
+from imm_action.passes.gate import NO_GATE, BranchGate
 from imm_action.plan.check_paths import named_paths
 from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
@@ -240,6 +241,7 @@ def observe_candidates(
     config_file: str = CONFIG_PATH,
     reported: Mapping[str, int] | None = None,
     owe: bool = False,
+    gate: BranchGate = NO_GATE,
 ) -> ObservedStack:
     """Build a candidate for every ready lane, each on the one before (unless it must not
     land), and judge the stack they make (SPEC §5.4, `integrate.stack`) on the batch head:
@@ -249,10 +251,10 @@ def observe_candidates(
     checks verified it; lanes above that are left out of the chain, as if their lanes had not
     ended yet."""
     intents: IntentMemo = memo.intents if memo is not None else {}
-    held = held_checks(repo, state, intents)
+    held = gate.head_checks(held_checks(repo, state, intents))
     chain = _built_chain(
         repo, state, head, ready, scopes=scopes, verify=verify, memo=memo,
-        config_file=config_file, intents=intents,
+        config_file=config_file, intents=intents, gate=gate,
     )  # fmt: skip
     stacked = [index for index, entry in enumerate(chain) if _verifiable(entry)]
     head_level = StackLevel(repo.commit(head).tree, held)
@@ -307,11 +309,14 @@ def held_checks(repo: GitRepo, state: BatchRunState, intents: IntentMemo) -> tup
     return found.checks if isinstance(found, ChecksFound) else ()
 
 
-def checks_by_digest(repo: GitRepo, state: BatchRunState) -> dict[str, Check]:
+def checks_by_digest(
+    repo: GitRepo, state: BatchRunState, more: Sequence[Check] = ()
+) -> dict[str, Check]:
     """Every acceptance check of the batch's tasks, by descriptor digest, read from the plan's
-    intents (a verify job's descriptors: never a candidate's tree)."""
+    intents (a verify job's descriptors: never a candidate's tree), and `more` (the branch
+    checks, read from the plan's config)."""
     intents: IntentMemo = {}
-    found: dict[str, Check] = {}
+    found: dict[str, Check] = {check.digest: check for check in more}
     for child in state.children:
         checks = _owned_checks(repo, state.judged_at, [child.task_id], intents)
         if isinstance(checks, ChecksFound):
@@ -337,6 +342,7 @@ def _built_chain(
     memo: CandidateMemo | None,
     config_file: str,
     intents: IntentMemo,
+    gate: BranchGate = NO_GATE,
 ) -> list[CandidateFacts]:
     """The candidates of the ready lanes, each built on the last that may land, each judged
     by its own checks, every integrated task's and those of the lanes below it."""
@@ -357,12 +363,12 @@ def _built_chain(
             # background checks built them.
             continue
         if built is None:
-            built = _build(repo, key, below, intents, state.judged_at)
+            built = _build(repo, key, gate.below(below), intents, state.judged_at)
             if memo is not None:
                 memo.put(key, built)
         build = built.build
         entry = CandidateFacts(
-            child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
+            child.task_id, lane.base_head, lane.lane_commit, tip, build, gate.joined(built.checks),
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
             plan_paths=protected, tree_links=built.links, check_files=named,
         )  # fmt: skip

@@ -15,6 +15,8 @@ step running the imm action is someone else's: it is reported and left as it is.
 from __future__ import annotations
 
 import io
+import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -66,6 +68,8 @@ def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[Fi
         wanted = template(name, action)
         path = repo / relative
         if not path.is_file():
+            if name == "imm.yml":
+                wanted += branch_checks_proposal(repo)
             found.append(FileChange(relative, ("created",), wanted))
             continue
         if name == "imm.yml":
@@ -77,6 +81,47 @@ def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[Fi
         elif notes:
             found.append(FileChange(relative, tuple(notes), updated))
     return found
+
+
+def found_suites(repo: Path) -> list[str]:
+    """The repository's own suites, as commands a branch check could run: pytest named in
+    `pyproject.toml`, a `package.json` test script, a Makefile `test` target."""
+    found: list[str] = []
+    pyproject = repo / "pyproject.toml"
+    if pyproject.is_file() and "pytest" in pyproject.read_text(encoding="utf-8", errors="replace"):
+        found.append("python3 -m pytest -q")
+    package = repo / "package.json"
+    if package.is_file():
+        try:
+            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
+        except (ValueError, AttributeError):
+            scripts = {}
+        if isinstance(scripts, dict) and scripts.get("test"):
+            found.append("npm test")
+    makefile = repo / "Makefile"
+    if makefile.is_file() and re.search(
+        r"^test\s*:", makefile.read_text(encoding="utf-8", errors="replace"), re.MULTILINE
+    ):
+        found.append("make test")
+    return found
+
+
+def branch_checks_proposal(repo: Path) -> str:
+    """The config's `branch_checks`, proposed from what `found_suites` finds, commented out
+    for the user to confirm (ADR 0061): a suite imm guessed must never gate unasked."""
+    suites = found_suites(repo) or ["make test"]
+    lines = [
+        "",
+        "# The repository's own checks, which every move of the batch branch must pass besides",
+        "# the tasks' checks, verified on the base before any lane starts (ADR 0061). "
+        + ("Found here:" if found_suites(repo) else "For example:"),
+        "# branch_checks:",
+        *(f"#   - {suite}" for suite in suites),
+        "# And whether later moves rerun every task's checks (all) or the branch checks alone",
+        "# (branch: for a suite that holds the tasks' tests).",
+        "# held_checks: all",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _yaml() -> Any:

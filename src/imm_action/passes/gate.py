@@ -1,0 +1,112 @@
+"""The repository's own checks on every move of the batch branch (issue 44, ADR 0061).
+
+`branch_checks` in the config are checks owned by no task: the branch's head level of every
+stack holds them, so they run on every move, united with the held checks, bisected like any
+check (a culprit is parked naming `branch:<name>`), fanned out and carried over by `reads` as
+any check is. `held_checks: branch` leaves the tasks' checks to gate their own lanes' moves
+only. They are read from the config at the plan's commit, as the intents are: never from a
+tree a lane wrote. Before the first lane starts, the base is verified against them: a red base
+stops the batch before any agent runs (`batch_base_check_failed`)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imm_action.integrate.facts import ChecksFact, ChecksFound
+from imm_action.integrate.reasons import BASE_CHECK_FAILED
+from imm_action.model.config import BranchCheck, HeldChecks, RepoConfig
+from imm_action.model.descriptor import (
+    DescriptorCommand,
+    VerificationDescriptor,
+)
+from imm_action.model.outcome import CheckResult
+from imm_action.text import clean_text, last_bytes, listed
+from imm_action.verify.checks import Check, Verifier
+from imm_action.workspace import load_config_at
+
+BRANCH_CHECK_PREFIX = "branch:"
+
+
+@dataclass(frozen=True)
+class BranchGate:
+    """The branch checks, and what else gates a move (`held_checks`)."""
+
+    checks: tuple[Check, ...] = ()
+    held: HeldChecks = "all"
+
+    def head_checks(self, held_by_tasks: Sequence[Check]) -> tuple[Check, ...]:
+        """What the batch head's level of a stack holds: the branch checks, after the checks of
+        every task the branch holds unless `held_checks: branch`."""
+        tasks = tuple(held_by_tasks) if self.held == "all" else ()
+        return (*tasks, *self.checks)
+
+    def below(self, tasks: Sequence[str]) -> list[str]:
+        """The tasks below a candidate whose checks it must pass too."""
+        return list(tasks) if self.held == "all" else []
+
+    def joined(self, fact: ChecksFact | None) -> ChecksFact | None:
+        """A candidate's checks with the branch checks: every move is judged by them."""
+        if not self.checks or not isinstance(fact, ChecksFound):
+            return fact
+        return ChecksFound((*fact.checks, *self.checks))
+
+
+NO_GATE = BranchGate()
+
+
+def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
+    """The config's branch checks as checks `branch:<name>` (`branch:1`, … when unnamed)."""
+    found: list[Check] = []
+    for position, item in enumerate(config.branch_checks, start=1):
+        given = item if isinstance(item, BranchCheck) else BranchCheck(command=item)
+        command = given.command
+        if isinstance(command, str):
+            argv = shlex.split(command)
+            command = DescriptorCommand(executable=argv[0], argv=argv[1:])
+        descriptor = VerificationDescriptor(
+            contract="assurance_kernel/verification_descriptor/v2", command=command,
+            environment=given.environment, reads=given.reads,
+        )  # fmt: skip
+        found.append(Check(f"{BRANCH_CHECK_PREFIX}{given.name or position}", descriptor))
+    return tuple(found)
+
+
+def gate_at(root: Path, commit: str, config_file: str) -> BranchGate:
+    """The gate the config at `commit` (the plan's) sets."""
+    config = load_config_at(root, commit, config_file).config
+    return BranchGate(branch_checks_of(config), config.held_checks)
+
+
+def red_base(
+    verifier: Verifier, gate: BranchGate, base_tree: str
+) -> list[tuple[Check, CheckResult]]:
+    """The branch checks the base fails (reused from the cache while the base and the checks
+    are unchanged); [] when it is green."""
+    if not gate.checks:
+        return []
+    results = verifier.verify(base_tree, list(gate.checks))
+    return [(check, result) for check, result in zip(gate.checks, results, strict=True)
+            if not result.passed]  # fmt: skip
+
+
+def base_failure_reason(
+    base_ref: str, base: str, failed: Sequence[tuple[Check, CheckResult]]
+) -> str:
+    """Why the batch stops before any lane: its base fails branch checks — which, how each
+    ended, and the last lines it printed (untrusted: cleaned, bounded)."""
+    ids = [check.check_id for check, _ in failed]
+    said = []
+    for check, result in failed[:3]:
+        ending = (
+            "timed out" if result.timed_out else (result.error or f"exited with {result.exit_code}")
+        )
+        tail = [line for line in clean_text(result.output_tail).splitlines() if line.strip()][-3:]
+        said.append(f"{check.check_id} {ending}" + (f": {' | '.join(tail)}" if tail else ""))
+    return last_bytes(
+        f"{BASE_CHECK_FAILED}: {listed(ids)} failed on {base_ref} at {base[:12]} before any "
+        f"lane started ({'; '.join(said)})",
+        1500,
+    )

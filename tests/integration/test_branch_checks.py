@@ -1,0 +1,131 @@
+"""The repository's own checks on every move (issue 44, ADR 0061): `branch_checks` gate every
+move of `imm/<slug>`, owned by no task; a red base stops the batch before any lane; with
+`held_checks: branch` the tasks' checks gate only their own lanes' moves. Real git, real
+lanes (`imm run`) and the GitHub-shaped passes (`imm reconcile`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, make_project, run_pass, work
+from tests.conftest import descriptor, git, run_cli
+from tests.integration.test_local_run import EXECUTOR
+
+# the repository's own "suite": config.txt must not say broken — no task's check asks it
+SUITE = "python3 -c \"import sys; sys.exit('broken' in open('config.txt').read())\""
+
+
+def _config(branch: str = SUITE, held: str | None = None) -> str:
+    lines = [f"branch_checks:\n  - name: suite\n    command: {json.dumps(branch)}"]
+    if held is not None:
+        lines.append(f"held_checks: {held}")
+    return "\n".join(lines) + "\n"
+
+
+def _project(tmp_path: Path, config: str, **kw: object) -> Path:
+    return make_project(
+        tmp_path / "r", {"a": [], "b": []},
+        scopes={"a": ["a.txt"], "b": ["b.txt", "config.txt"]},
+        extra_files={"config.txt": "mode=ok\n", ".github/imm.yml": config}, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _imm_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], repo: Path, behaviours: dict[str, str]
+) -> tuple[int, str]:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text(json.dumps(behaviours))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+        code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    return code, out + err
+
+
+def _states(repo: Path) -> dict[str, tuple[str, str]]:
+    return {c.task_id: (str(c.state), c.reason or "") for c in current(repo).state.children}
+
+
+def test_a_lane_breaking_what_no_task_checks_is_parked_naming_the_branch_check(
+    tmp_path: Path,
+) -> None:
+    """Through the GitHub-shaped passes: `b`'s own check passes, but its change breaks the
+    repository's suite, which every move must pass."""
+    repo = _project(tmp_path, _config())
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b", {"b.txt": "b\n", "config.txt": "mode=broken\n"})
+    for _ in range(3):
+        run_pass(repo)
+        if current(repo).state.batch_state != "running":
+            break
+    states = _states(repo)
+    assert states["a"][0] == "integrated", states
+    assert states["b"][0] == "needs_human", states
+    assert "branch:suite" in states["b"][1], states
+    assert "broken" not in git(repo, "show", "imm/init:config.txt")
+
+
+def test_without_branch_checks_the_same_break_lands(tmp_path: Path) -> None:
+    """The shape above without the key: what no task checks lands (why the key exists)."""
+    repo = _project(tmp_path, "max_parallel: 2\n")
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b", {"b.txt": "b\n", "config.txt": "mode=broken\n"})
+    run_pass(repo)
+    assert {state for state, _ in _states(repo).values()} == {"integrated"}
+
+
+def test_a_red_base_stops_the_batch_before_any_lane_naming_the_check_and_its_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing = "python3 -c \"import sys; print('3 tests failed'); sys.exit(1)\""
+    repo = _project(tmp_path, _config(failing))
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 1, said
+    state = current(repo).state
+    assert state.batch_state == "needs_human"
+    assert (state.stop_reason or "").startswith("batch_base_check_failed: branch:suite failed")
+    assert "3 tests failed" in said  # its output
+    assert "no lane ran" in said  # what to do
+    assert all(child.lane is None for child in state.children)  # no agent ran
+    assert git(repo, "for-each-ref", "refs/heads/imm-lane").strip() == ""
+
+
+def test_a_green_base_lets_the_batch_run_and_every_move_passes_the_branch_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _project(tmp_path, _config())
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 0, said
+    assert {state for state, _ in _states(repo).values()} == {"integrated"}
+    # the report says what gated the moves
+    assert "(held_checks: all, with the branch checks)" in said
+
+
+def _counting_check(counter: Path, task: str) -> str:
+    code = (
+        f"import pathlib; p = pathlib.Path({str(counter)!r}); "
+        f"p.write_text(p.read_text() + '{task} ' if p.exists() else '{task} ')"
+    )
+    return descriptor(["-c", code])
+
+
+@pytest.mark.parametrize(("held", "a_runs"), [("all", 3), ("branch", 2)])
+def test_held_checks_branch_leaves_a_tasks_check_to_its_own_lanes_move(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path, held: str, a_runs: int
+) -> None:
+    """`a` lands first (its lane and its move: 2 runs of its check); `b`'s move then runs
+    `a`'s check again only under `held_checks: all`."""
+    counter = open_dir / f"runs-{held}"
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": ["a"]},
+        checks={"a": _counting_check(counter, "a")},
+        extra_files={"config.txt": "mode=ok\n", ".github/imm.yml": _config(held=held)},
+    )  # fmt: skip
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 0, said
+    assert counter.read_text().split().count("a") == a_runs, counter.read_text()
+    assert f"(held_checks: {held}" in said
