@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import current, make_project, run_pass, work
+from tests.batch_helpers import current, file_check, make_project, run_pass, work
 from tests.conftest import descriptor, git, run_cli
 from tests.integration.test_local_run import EXECUTOR
 
@@ -66,6 +66,21 @@ def test_a_lane_breaking_what_no_task_checks_is_parked_naming_the_branch_check(
     assert states["b"][0] == "needs_human", states
     assert "branch:suite" in states["b"][1], states
     assert "broken" not in git(repo, "show", "imm/init:config.txt")
+
+
+def test_through_imm_run_the_lane_breaking_the_suite_is_parked_and_the_other_lands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # b's lane writes "b" into config.txt, which its own check asks for and the suite refuses
+    suite = "python3 -c \"import sys; sys.exit(open('config.txt').read().strip() == 'b')\""
+    repo = _project(tmp_path, _config(suite), checks={"b": file_check("config.txt", "b")})
+    behaviours = {"b": "ok", "b.file": "config.txt"}
+    code, said = _imm_run(tmp_path, capsys, repo, behaviours)
+    assert code == 1, said
+    states = _states(repo)
+    assert states["a"][0] == "integrated", states
+    assert states["b"][0] == "needs_human", states
+    assert "branch:suite" in states["b"][1], states
 
 
 def test_without_branch_checks_the_same_break_lands(tmp_path: Path) -> None:
