@@ -190,3 +190,14 @@ def assert_golden(name: str, text: str) -> None:
     assert path.read_text(encoding="utf-8") == text, (
         f"{name} changed; if the new wording is intended, run: IMM_UPDATE_GOLDEN=1 pytest"
     )
+
+
+def as_github_step(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
+    """This process as a GitHub Actions step (outputs and summary in `folder`, no run of its
+    own): the step summary's path."""
+    summary = folder / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_OUTPUT", str(folder / "outputs"))
+    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    return summary

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from imm_action.model.config import GATING_KEYS, RepoConfig, meant_key, one_edit_apart
 from tests.batch_helpers import make_project
-from tests.conftest import git, run_cli
+from tests.conftest import as_github_step, git, run_cli
 from tests.integration.test_local_run import EXECUTOR
 
 WARNED = (
@@ -51,11 +51,7 @@ def test_the_integrate_jobs_summary_shows_the_configs_warnings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = _project(tmp_path, "qa_failure_limit: 2\nmax_paralel: 3\n")
-    summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs"))
-    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    summary = as_github_step(monkeypatch, tmp_path)
     code, _, err = run_cli(capsys, "reconcile", "init", "--repo", str(repo))
     assert code == 0, err
     assert WARNED in err

@@ -45,6 +45,19 @@ CREDENTIAL_FILES = (
 )  # fmt: skip
 
 
+# An executor that does its task and nothing else.
+WRITER = "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
+
+
+def _imm_run(repo: Path, *more: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`imm run` of `repo` with the plain writer as its executor, `env` over the tests'."""
+    return subprocess.run(
+        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
+         "--executor", shlex.join([sys.executable, "-c", WRITER]), *more],
+        env={**os.environ, **env}, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+
+
 def _account_home() -> Path:
     import pwd
 
@@ -219,16 +232,8 @@ def test_a_checks_program_found_only_where_the_sandbox_hides_it_is_refused_namin
     tool.chmod(0o755)
     repo = make_project(tmp_path / "r", {"a": []},
                         checks={"a": descriptor([], executable="mytool")})  # fmt: skip
-    writer = (
-        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
-         "--executor", shlex.join([sys.executable, "-c", writer])],
-        env={**os.environ, "RUNNER_TEMP": str(runner_temp),
-             "PATH": f"{runner_temp / 'bin'}{os.pathsep}{os.environ['PATH']}"},
-        capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
+    done = _imm_run(repo, RUNNER_TEMP=str(runner_temp),
+                    PATH=f"{runner_temp / 'bin'}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
     said = done.stdout + done.stderr
     assert done.returncode == 1, said
     assert f"'mytool' is found on PATH only at {tool}" in said, said
@@ -246,15 +251,7 @@ def test_the_wheels_bwrap_runs_with_a_decoy_bwrap_first_on_imms_own_path(tmp_pat
     (decoy / "bwrap").write_text(f"#!/bin/sh\necho ran >> {ran}\nexit 1\n")
     (decoy / "bwrap").chmod(0o755)
     repo = make_project(tmp_path / "r", {"a": []})
-    writer = (
-        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
-         "--executor", shlex.join([sys.executable, "-c", writer])],
-        env={**os.environ, "PATH": f"{decoy}{os.pathsep}{os.environ['PATH']}"},
-        capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
+    done = _imm_run(repo, PATH=f"{decoy}{os.pathsep}{os.environ['PATH']}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "lane code runs in a bubblewrap sandbox" in done.stdout + done.stderr
     assert not ran.exists()
@@ -267,16 +264,9 @@ def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path) -> None:
     setup = f"sh -c 'echo x >> {count}'"
     repo = make_project(tmp_path / "r", {"a": []}, extra_files={
         ".github/imm.yml": f"check_setup: {setup}\n", "requirements.txt": "pytest\n"})  # fmt: skip
-    writer = (
-        "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
-    )
 
     def run(*more: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
-             "--executor", shlex.join([sys.executable, "-c", writer]), *more],
-            capture_output=True, text=True, check=False, timeout=300,
-        )  # fmt: skip
+        done = _imm_run(repo, *more)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout + done.stderr
 
@@ -308,17 +298,8 @@ def test_a_tool_a_version_manager_keeps_under_the_home_runs_in_checks_as_for_the
         reads = f'test "$(vmtool)" = runtime && ! cat {home}/.config/git/credentials'
         repo = make_project(tmp_path / "r", {"a": []},
                             checks={"a": descriptor(["-c", reads], executable="sh")})  # fmt: skip
-        writer = (
-            "import os, pathlib; t = os.environ['IMM_TASK_ID']; "
-            "pathlib.Path(t + '.txt').write_text(t)"
-        )
-        done = subprocess.run(
-            [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
-             "--executor", shlex.join([sys.executable, "-c", writer])],
-            env={**os.environ, "HOME": str(home),
-                 "PATH": f"{version / 'bin'}{os.pathsep}{os.environ['PATH']}"},
-            capture_output=True, text=True, check=False, timeout=300,
-        )  # fmt: skip
+        done = _imm_run(repo, HOME=str(home),
+                        PATH=f"{version / 'bin'}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert [str(c.state) for c in current(repo).state.children] == ["integrated"]
     finally:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.batch_helpers import current, head_of, make_project, run_pass, work
-from tests.conftest import descriptor, run_cli
+from tests.conftest import as_github_step, descriptor, run_cli
 
 # A task's own check: its file is there, and what the arguments name holds. Each run leaves a
 # line in the counter, so a test counts descriptor runs as a user's CI bill would.
@@ -137,11 +137,7 @@ def test_the_integrate_jobs_summary_says_what_its_stack_verification_found(
     open_dir: Path,
 ) -> None:
     repo, _, _ = _round(tmp_path, 4, {"t00": ("t02.txt",)}, counted_in=open_dir)
-    summary = tmp_path / "summary.md"
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "outputs"))
-    monkeypatch.delenv("GITHUB_RUN_ID", raising=False)
+    summary = as_github_step(monkeypatch, tmp_path)
     code, _, err = run_cli(capsys, "reconcile", "init", "--repo", str(repo))
     assert code == 1, err  # a lane was parked: a person must look
     text = summary.read_text()
