@@ -159,8 +159,8 @@ class RepoConfig(_ConfigModel):
 
 # Keys whose misspelling would silently weaken a guard: `chek_network: false` leaves checks
 # their network, `sanbox: sudo` the sandbox as it was. An unknown key one edit away from one
-# of these is refused, not warned about (ADR 0060); the keys a later version adds that gate
-# (`branch_checks`, `held_checks`, `max_cost_usd`) join them when they are known here.
+# of these is refused, not warned about (ADR 0060); a key a later version adds that gates
+# (`max_cost_usd`) joins them when it is known here.
 GATING_KEYS = frozenset(
     {"sandbox", "sandbox_expose", "check_network", "check_setup", "barrier_files",
      "max_children", "qa_failure_limit", "integration_isolation", "executor_env",

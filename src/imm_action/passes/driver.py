@@ -244,7 +244,7 @@ class _Pass:
         self.from_verdicts = 0  # results taken from verify jobs' verdicts
         self.reported: dict[str, int] = {}  # check id -> ms, as lanes said their checks took
         self.unconfined: list[str] = []  # why lane code ran unconfined, as this pass saw
-        self.gate = NO_GATE  # the branch checks and `held_checks`, read once the state is
+        self.gate = NO_GATE  # the branch checks and `held_checks`, read with the state
 
     def run(self) -> _Done | Reread:
         loaded = self._load_or_start()
