@@ -177,7 +177,7 @@ def batch_body(
 
 def adopted_markdown(report: BatchRunReport) -> list[str]:
     """People's pushes the batch adopted (never a lane's): one bullet each."""
-    lines = [*report.unconfined, *report.adopted, *report.quarantined]
+    lines = [*report.unconfined, *report.branch_checks, *report.adopted, *report.quarantined]
     return [*(f"- {line}" for line in lines), ""] if lines else []
 
 
@@ -387,6 +387,7 @@ def batch_text(
         lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
         lines.extend(folded_failures(child.failures, " " * (width + 4)))
     lines.extend(report.unconfined)
+    lines.extend(report.branch_checks)
     lines.extend(report.adopted)
     lines.extend(report.quarantined)
     if full is not None:

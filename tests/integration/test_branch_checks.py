@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.render import job_summary
 from tests.batch_helpers import current, file_check, make_project, run_pass, work
 from tests.conftest import descriptor, git, run_cli
 from tests.integration.test_local_run import EXECUTOR
@@ -66,6 +67,12 @@ def test_a_lane_breaking_what_no_task_checks_is_parked_naming_the_branch_check(
     assert states["b"][0] == "needs_human", states
     assert "branch:suite" in states["b"][1], states
     assert "broken" not in git(repo, "show", "imm/init:config.txt")
+    # the job summary and the status comment name the branch check and its last verdict
+    stored = current(repo)
+    assert stored.report is not None
+    head = git(repo, "rev-parse", "imm/init").strip()
+    line = f"branch check branch:suite: passed on imm/init at {head[:12]}"
+    assert line in job_summary(stored.report, stored.state, "https://github.com/o/r")
 
 
 def test_through_imm_run_the_lane_breaking_the_suite_is_parked_and_the_other_lands(
@@ -105,6 +112,7 @@ def test_a_red_base_stops_the_batch_before_any_lane_naming_the_check_and_its_out
     assert (state.stop_reason or "").startswith("batch_base_check_failed: branch:suite failed")
     assert "3 tests failed" in said  # its output
     assert "no lane ran" in said  # what to do
+    assert "branch check branch:suite: FAILED on imm/init at " in said
     assert all(child.lane is None for child in state.children)  # no agent ran
     assert git(repo, "for-each-ref", "refs/heads/imm-lane").strip() == ""
 
@@ -118,6 +126,7 @@ def test_a_green_base_lets_the_batch_run_and_every_move_passes_the_branch_checks
     assert {state for state, _ in _states(repo).values()} == {"integrated"}
     # the report says what gated the moves
     assert "(held_checks: all, with the branch checks)" in said
+    assert "branch check branch:suite: passed on imm/init at " in said
 
 
 def _counting_check(counter: Path, task: str) -> str:

@@ -21,6 +21,7 @@ from imm_action.model.state import (
     BatchChild,
     BatchRunState,
     BatchState,
+    BranchVerdict,
     ChildState,
     GithubRunner,
     Lane,
@@ -301,3 +302,11 @@ def note_unconfined(state: BatchRunState, causes: Sequence[str]) -> BatchRunStat
 def note_held_checks(state: BatchRunState, held: Literal["all", "branch"]) -> BatchRunState:
     """What gated the batch's moves besides its branch checks, for its report (issue 44)."""
     return state if state.held_checks == held else state.model_copy(update={"held_checks": held})
+
+
+def note_branch_verdicts(state: BatchRunState, verdicts: list[BranchVerdict]) -> BatchRunState:
+    """Each branch check's last verdict on the head (issue 44): a check not run on a new head
+    keeps saying it was not run there, never an older head's verdict."""
+    if state.branch_verdicts == verdicts:
+        return state
+    return state.model_copy(update={"branch_verdicts": verdicts})

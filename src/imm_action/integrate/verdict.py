@@ -19,6 +19,7 @@ from imm_action.model.state import (
     BatchChild,
     BatchRunState,
     BatchState,
+    BranchVerdict,
     ChildState,
     QuarantinedHead,
 )
@@ -271,4 +272,10 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
         unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
+        branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts],
     )
+
+
+def branch_verdict_line(state: BatchRunState, verdict: BranchVerdict) -> str:
+    said = {True: "passed", False: "FAILED", None: "not run yet"}[verdict.passed]
+    return f"branch check {verdict.check_id}: {said} on {state.branch} at {verdict.head[:12]}"

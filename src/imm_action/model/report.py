@@ -45,6 +45,8 @@ class BatchRunReport(StrictModel):
     quarantined: list[str] = Field(default_factory=list)
     # "lane code ran unconfined: <why>", once per cause (issue 43 #6)
     unconfined: list[str] = Field(default_factory=list)
+    # "branch check branch:suite: passed on imm/x at <commit>", one per branch check (issue 44)
+    branch_checks: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

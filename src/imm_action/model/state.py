@@ -172,6 +172,15 @@ class SettledTask(StrictModel):
     commit: GitOid
 
 
+class BranchVerdict(StrictModel):
+    """A branch check's last verdict on the batch head: passed, failed, or None (not run on
+    it yet: its lanes are being verified, or it was never asked)."""
+
+    check_id: Annotated[str, Field(min_length=1, max_length=200)]
+    passed: bool | None
+    head: GitOid
+
+
 UNCONFINED_MAX = 500  # characters of one cause of running lane code unconfined
 UNCONFINED_CAUSES = 8  # causes kept
 
@@ -223,6 +232,11 @@ class BatchRunState(StrictModel):
     # (the moving lanes' own checks only); None in a batch with neither branch checks nor
     # `held_checks: branch`, and in older states.
     held_checks: Literal["all", "branch"] | None = None
+    # Each branch check's last verdict on the batch head (issue 44): what the status comment,
+    # the check run and the job summary show. Empty without branch checks.
+    branch_verdicts: Annotated[list[BranchVerdict], Field(max_length=32)] = Field(
+        default_factory=list
+    )
     unconfined: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=UNCONFINED_MAX)]],
         Field(max_length=UNCONFINED_CAUSES),

@@ -61,6 +61,7 @@ from imm_action.model.shard import shard_line
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
+    BranchVerdict,
     SettledTask,
 )
 from imm_action.passes.apply import Applier
@@ -326,6 +327,8 @@ class _Pass:
         state = t.note_unconfined(state, self.unconfined)
         if self.gate.checks or self.gate.held != "all":  # say what gated its moves
             state = t.note_held_checks(state, self.gate.held)
+        if self.gate.checks:  # each branch check's last verdict on the head, for the reports
+            state = t.note_branch_verdicts(state, self._branch_verdicts(head))
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -619,6 +622,15 @@ class _Pass:
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
     def _verdict(self, state: BatchRunState) -> Verdict:
         return verdict(state, startable_children(state, self.rules))
+
+    def _branch_verdicts(self, head: str) -> list[BranchVerdict]:
+        tree = self.repo.commit(head).tree
+        return [
+            BranchVerdict(check_id=check.check_id, head=head,
+                          passed=None if found is None else found.passed)
+            for check in self.gate.checks
+            for found in [self.results.get(tree, check.digest)]
+        ]  # fmt: skip
 
     def _green_base(self, state: BatchRunState, head: str) -> BatchRunState:
         """Before the batch's first lane starts, its base must pass the branch checks (issue
