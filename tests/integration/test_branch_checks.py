@@ -153,3 +153,23 @@ def test_held_checks_branch_leaves_a_tasks_check_to_its_own_lanes_move(
     assert code == 0, said
     assert counter.read_text().split().count("a") == a_runs, counter.read_text()
     assert f"(held_checks: {held}" in said
+
+
+def test_after_a_red_base_is_fixed_running_again_verifies_the_moved_base_and_the_batch_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the red base's report says to do works: fix the base, commit, run again — the
+    continuation starts from the fixed base, verifies it anew, and its lanes run."""
+    suite = "python3 -c \"import sys; sys.exit('red' in open('config.txt').read())\""
+    repo = _project(tmp_path, _config(suite))
+    (repo / "config.txt").write_text("mode=red\n")
+    git(repo, "commit", "-qam", "the suite fails here")
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 1, said
+    assert "batch_base_check_failed" in said
+    (repo / "config.txt").write_text("mode=ok\n")
+    git(repo, "commit", "-qam", "fix the suite")
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 0, said
+    assert {state for state, _ in _states(repo).values()} == {"integrated"}
+    assert "branch check branch:suite: passed on imm/init at " in said
