@@ -46,6 +46,7 @@ from imm_action.model.config import SandboxMode
 from imm_action.verify.leftovers import remove_left_by_dead
 from imm_action.verify.view import (
     ALWAYS_PRIVATE,
+    default_tmpfs_bytes,
     host_view,
     private_etc_files,
     shown_for_command,
@@ -441,16 +442,6 @@ def hidden_paths(
                     and str(real) not in kept):  # fmt: skip
                 kept.append(str(real))
     return tuple(kept)
-
-
-def default_tmpfs_bytes() -> int:
-    """An eighth of the machine's memory, between 64 MiB and 1 GiB: what /tmp and /var/tmp of
-    one command may hold — several checks at once cannot fill the memory with them."""
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return 1 << 30
-    return max(64 << 20, min(1 << 30, memory // 8))
 
 
 def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[str, ...]:

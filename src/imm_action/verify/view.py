@@ -126,6 +126,16 @@ def shown_for_command(
     return tuple(found)
 
 
+def default_tmpfs_bytes() -> int:
+    """An eighth of the machine's memory, between 64 MiB and 1 GiB: what /tmp and /var/tmp of
+    one command may hold — several checks at once cannot fill the memory with them."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 1 << 30
+    return max(64 << 20, min(1 << 30, memory // 8))
+
+
 def private_etc_files() -> tuple[str, ...]:
     """Files and folders under /etc that imm's user can read and others cannot (`/etc/shadow`
     and the host's ssh keys for root): hidden like credentials."""
