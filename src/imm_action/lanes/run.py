@@ -173,10 +173,9 @@ class _Lane:
         return str(Path(self.tree_at).parent / beside)
 
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
-        """The lane's outcome; it says why its lane code ran unconfined, if it did."""
-        outcome = self._work(environment)
+        """The lane's outcome, saying why its lane code ran unconfined (None: it did not)."""
         why = self.confinement.unconfined_reason
-        return outcome if why is None else outcome.model_copy(update={"unconfined": why})
+        return self._work(environment).model_copy(update={"unconfined": why})
 
     def _work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
