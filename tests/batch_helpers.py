@@ -17,6 +17,7 @@ from imm_action.git.repo import GitRepo
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.model.outcome import OUTCOME_CONTRACT, Failure, LaneOutcome
+from imm_action.model.spend import AgentRun
 from imm_action.passes.driver import PassResult, reconcile
 from tests.conftest import descriptor, git, initiative_files, intent, make_repo
 
@@ -149,6 +150,7 @@ def publish(
     failures: list[Failure] | None = None,
     qa_failures: int = 0,
     durations_ms: dict[str, int] | None = None,
+    agent_runs: list[AgentRun] | None = None,
 ) -> None:
     batch_repo = open_local(repo, remote)
     batch_repo.refs.refresh()
@@ -166,6 +168,7 @@ def publish(
         lane_commit=lane_commit,
         failures=failures or [],
         durations_ms=durations_ms or {},
+        agent_runs=agent_runs or [],
     )
     publish_outcome(batch_repo.refs, slug, outcome, "1700000000 +0000")
 
@@ -183,6 +186,7 @@ def work(
     task_id: str,
     files: Mapping[str, str] | None = None,
     slug: str = "init",
+    agent_runs: list[AgentRun] | None = None,
     **kw: object,
 ) -> str:
     """Do a task's lane: commit on its lane base and publish the outcome."""
@@ -190,7 +194,7 @@ def work(
     commit = make_lane_commit(
         repo, base, task_id, files or {f"{task_id}.txt": f"{task_id}\n"}, batch_id=batch_id, **kw
     )  # type: ignore[arg-type]
-    publish(repo, task_id, commit, slug=slug)
+    publish(repo, task_id, commit, slug=slug, agent_runs=agent_runs)
     return commit
 
 

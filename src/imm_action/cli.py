@@ -47,6 +47,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _usd(text: str) -> float:
+    """--max-cost-usd: US dollars, 0 or more (0: no lane starts)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of dollars") from None
+    if not 0 <= value <= 1_000_000:  # the models' bound (model/spend.py); NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1000000")
+    return value
+
+
 def _lane_count(text: str) -> int:
     """--max-parallel: 1..256 (a GitHub matrix runs at most 256 jobs; SPEC §7)."""
     # The models (pydantic) load only when an argument needs them: `imm --version` and
@@ -278,7 +289,7 @@ def _run(ns: argparse.Namespace, io: CommandIO) -> int:
 
     args = run.RunArgs(
         ns.slug, Path(ns.repo), ns.max_parallel, ns.executor, ns.batch_id, ns.json,
-        dict(os.environ), ns.fresh, ns.max_children,
+        dict(os.environ), ns.fresh, ns.max_children, ns.max_cost_usd,
     )  # fmt: skip
     return run.run(args, _ports(ns, io))
 
@@ -430,6 +441,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fresh", action="store_true",
         help="start over from the base branch; the old batch branch is kept under "
         "refs/imm/archive/<batch id> (without it, a stopped batch is continued)",
+    )  # fmt: skip
+    run.add_argument(
+        "--max-cost-usd", type=_usd, default=None, metavar="USD",
+        help="no new lane starts once the agents' known spend reaches USD (the batch this run "
+        "starts or continues; default: max_cost_usd in .github/imm.yml, else no limit)",
     )  # fmt: skip
     run.set_defaults(handler=_run)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from imm_action.costs import cost_cell
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import BatchPlan
 from imm_action.model.report import BatchRunReport, ReportChild
@@ -45,16 +46,21 @@ def mermaid_dag(
     status: Mapping[str, str],
     groups: Sequence[Sequence[str]],
     styles: Mapping[str, str] = STATUS_STYLES,
+    *,
+    notes: Mapping[str, str] | None = None,
 ) -> str:
+    """`notes`: a second line under a task's name (what its agents cost)."""
     node = {task: f"t{index}" for index, task in enumerate(order)}
+    label = {task: f"{task}<br/>{notes[task]}" if notes and task in notes else task
+             for task in order}  # fmt: skip
     lines = ["flowchart TD"]
     grouped: set[str] = set()
     for number, group in enumerate(groups, start=1):
         lines.append(f'  subgraph g{number}["parallel group {number}"]')
-        lines.extend(f'    {node[task]}["{task}"]' for task in group)
+        lines.extend(f'    {node[task]}["{label[task]}"]' for task in group)
         lines.append("  end")
         grouped.update(group)
-    lines.extend(f'  {node[task]}["{task}"]' for task in order if task not in grouped)
+    lines.extend(f'  {node[task]}["{label[task]}"]' for task in order if task not in grouped)
     for task, needs in direct_dependencies(closures).items():
         lines.extend(f"  {node[need]} --> {node[task]}" for need in needs)
     used = sorted({status[task] for task in order})
@@ -131,9 +137,10 @@ BATCH_STYLES: Mapping[str, str] = {
 def batch_markdown(
     report: BatchRunReport, state: BatchRunState, commands: Sequence[str] = ()
 ) -> str:
+    costs = cost_column(report)
     rows = [
         f"| `{child.task_id}` | {child.state} | {_cell(child.lane_branch)} | {_cell(child.reason)} "
-        f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |"
+        f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |{costs.get(child.task_id, '')}"
         for child in report.children
     ]
     return "\n".join(
@@ -154,6 +161,8 @@ def batch_body(
     order = [child.task_id for child in state.children]
     paste = ["", "```", *commands, "```"] if commands else []
     continued = ["", continuation_line(report.continues)] if report.continues else []
+    costs = cost_column(report)
+    notes = {task: cell.strip(" |") for task, cell in costs.items()}
     return [
         *continued,
         "",
@@ -161,18 +170,27 @@ def batch_body(
         "",
         f"**Next:** {report.next_action}",
         *paste,
+        *(["", f"**Cost:** {report.cost}"] if report.cost else []),
         "",
-        "| task | state | lane | reason | commit |",
-        "|---|---|---|---|---|",
+        "| task | state | lane | reason | commit |" + (" cost |" if costs else ""),
+        "|---|---|---|---|---|" + ("---|" if costs else ""),
         *rows,
         "",
         *adopted_markdown(report),
         *failures_markdown(report.children),
         "```mermaid",
-        mermaid_dag(order, closures, status, [], BATCH_STYLES),
+        mermaid_dag(order, closures, status, [], BATCH_STYLES, notes=notes),
         "```",
         "",
     ]
+
+
+def cost_column(report: BatchRunReport) -> dict[str, str]:
+    """Each task's cost cell (` $0.92 |`) when any agent run reported, else nothing: a table
+    shows a cost column only where a cost is known (issue 45)."""
+    if report.spend is None or not report.spend.reported:
+        return {}
+    return {child.task_id: f" {cost_cell(child.spend)} |" for child in report.children}
 
 
 def adopted_markdown(report: BatchRunReport) -> list[str]:
@@ -381,11 +399,15 @@ def batch_text(
     if report.continues is not None:
         lines.append(continuation_line(report.continues))
     width = max((len(child.task_id) for child in report.children), default=0)
+    costs = {task: f"{cell.strip(' |'):>9}  " for task, cell in cost_column(report).items()}
     for child in report.children:
         detail = child.commit[:12] if child.commit else (child.reason or "")
-        tries = _tries(child)
-        lines.append(f"  {child.task_id:<{width}}  {child.state:<15}  {detail}{tries}".rstrip())
+        tries, cost = _tries(child), costs.get(child.task_id, "")
+        lines.append(
+            f"  {child.task_id:<{width}}  {child.state:<15}  {cost}{detail}{tries}".rstrip()
+        )
         lines.extend(folded_failures(child.failures, " " * (width + 4)))
+    lines.extend([report.cost] if report.cost else [])
     lines.extend(report.unconfined)
     lines.extend(report.branch_checks)
     lines.extend(report.adopted)
@@ -426,6 +448,7 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
     summary: state, the task table with commit links, the failed commands in collapsed
     `<details>`, the `/imm` commands that get it moving, and the DAG coloured by state."""
     rows = []
+    costs = cost_column(report)
     for child in report.children:
         commit = (
             f"[`{child.commit[:12]}`]({repository_url}/commit/{child.commit})"
@@ -436,7 +459,7 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
         icon = STATE_ICONS.get(str(child.state), "")
         rows.append(
             f"| {icon} `{child.task_id}` | {child.state} | {lane} | {_cell(child.reason)} "
-            f"| {commit} |"
+            f"| {commit} |{costs.get(child.task_id, '')}"
         )
     done = sum(1 for child in report.children if child.state.done)
     return "\n".join(

@@ -5,11 +5,14 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from imm_action.costs import run_line, spend_text
 from imm_action.errors import Problem
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.report import BatchRunReport
+from imm_action.model.spend import spend_of_runs
 from imm_action.model.state import BatchRunState, GithubRunner
 from imm_action.render import code_fence, failure_details, job_summary
+from imm_action.text import plural
 
 
 def pass_summary(
@@ -45,6 +48,10 @@ def lane_summary(outcome: LaneOutcome) -> str:
     if outcome.reason:
         lines.append(f"**Why:** {outcome.reason}")
     lines.append(f"QA failures: {outcome.qa_failures}.")
+    if outcome.agent_runs:  # what its agent runs cost (issue 45)
+        spend = spend_of_runs(outcome.agent_runs)
+        runs = "; ".join(run_line(run) for run in outcome.agent_runs)
+        lines.append(f"Agent: {spend_text(spend)} over {plural(spend.runs, 'run')} ({runs}).")
     if outcome.failures:
         if outcome.state == "settled":
             lines += ["", "It passed after an earlier attempt failed:"]

@@ -107,7 +107,7 @@ def committer_of(config: RepoConfig) -> Identity:
     return Identity(config.committer.name, config.committer.email)
 
 
-def with_overrides(batch_repo: BatchRepo, **asked: int | None) -> BatchRepo:
+def with_overrides(batch_repo: BatchRepo, **asked: float | None) -> BatchRepo:
     """The batch repository with the config values given on the command line (those not None)
     in place of the config's."""
     update = {name: value for name, value in asked.items() if value is not None}
@@ -229,6 +229,7 @@ def pass_request(
         retry=retry,
         committer=committer_of(batch_repo.config),
         config_file=config_path(),
+        max_cost_usd=batch_repo.config.max_cost_usd,
         settled=tuple(settled.values()),
         scope_conflicts=conflicts,
     )

@@ -38,6 +38,7 @@ from imm_action.lanes.handoff import (
     read_handoff,
     write_lane_bundle,
 )
+from imm_action.lanes.local import spend_file_of
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
@@ -154,6 +155,8 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         executor_env=tuple(batch_repo.config.executor_env),
         committer=committer_of(batch_repo.config),
         plan_paths=plan_paths(state, config_path()),
+        executor_report=batch_repo.config.executor_report,
+        spend_file=spend_file_of(args.log) if args.log else None,
     )
     log: TextIO = args.log.open("a", encoding="utf-8", buffering=1) if args.log else sys.stdout
     path_env = args.environment.get("PATH", "")

@@ -53,6 +53,7 @@ class RunArgs:
     environment: Mapping[str, str]
     fresh: bool = False
     max_children: int | None = None  # the budget of a batch this run starts
+    max_cost_usd: float | None = None  # its cost budget (issue 45)
 
 
 def run(args: RunArgs, ports: Ports) -> int:
@@ -67,6 +68,7 @@ def run(args: RunArgs, ports: Ports) -> int:
             batch_repo = with_overrides(
                 open_batch_repo(args.repo, None, ports.initiatives),
                 max_children=args.max_children,
+                max_cost_usd=args.max_cost_usd,
             )
             for line in config_warning_lines(batch_repo):
                 io.warn(line)

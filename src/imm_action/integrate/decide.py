@@ -43,6 +43,7 @@ from imm_action.integrate.reasons import (
     PARALLEL_MISMATCH,
     RUN_CANCELLED,
 )
+from imm_action.integrate.spend import cost_budget_used, with_spend
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -52,6 +53,7 @@ from imm_action.lanes.runners import (
 )
 from imm_action.model.outcome import CheckResult, Failure, carries_trailer
 from imm_action.model.refs import quarantine_ref
+from imm_action.model.spend import AgentSpend, spend_of_runs
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
@@ -333,6 +335,8 @@ def decide_lanes(
             continue
         outcome = facts.outcome
         if outcome is not None and outcome.attempt == child.attempts:
+            # what its agent spent counts, whatever becomes of the lane (issue 45)
+            state = with_spend(state, child.task_id, spend_of_runs(outcome.agent_runs))
             state = _take_outcome(state, child, facts)
             continue
         match facts.runner:
@@ -347,12 +351,17 @@ def decide_lanes(
                 state = t.lane_cancelled(state, child.task_id, why)
             case FinishedWithoutOutcome(conclusion=conclusion, url=url):
                 notes.append(f"lane {child.task_id} ended without an outcome; admitting it again")
+                state = with_spend(state, child.task_id, LOST_SPEND)
                 state = t.lane_lost(state, child.task_id, _lost_why(conclusion, url))
             case Orphaned():
                 state = t.lane_orphaned(state, child.task_id)
             case unreachable:
                 assert_never(unreachable)
     return state, tuple(notes)
+
+
+# A lane lost with its outcome: its agent ran, at a cost nobody can know.
+LOST_SPEND = AgentSpend(runs=1, unknown=1, attempts=1)
 
 
 def _run_of(child: BatchChild) -> str:
@@ -582,6 +591,7 @@ def _checks_refusal(entry: CandidateFacts, candidate: str) -> str | None:
 class AdmissionRules:
     scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     barrier_globs: tuple[str, ...] = ()
+    in_flight_usd: float = 0.0  # what lanes at work spent so far, where the runner sees it
 
 
 def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]:
@@ -602,7 +612,9 @@ def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]
     ]
     limits = AdmissionLimits(
         max_parallel=state.max_parallel,
-        admissions_left=state.budget.max_children - t.admissions_used(state),
+        admissions_left=0
+        if cost_budget_used(state, rules.in_flight_usd)
+        else state.budget.max_children - t.admissions_used(state),
         barrier_globs=rules.barrier_globs,
     )
     return startable(view, limits)

@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from imm_action.costs import batch_cost_line, money
 from imm_action.integrate.reasons import (
     BASE_CHECK_FAILED,
     HEAD_CHECK_FAILED,
     LINEAGE_BROKEN,
     PLAN_CHANGED,
 )
+from imm_action.integrate.spend import batch_spend, cost_budget_used, line_spend
 from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
@@ -109,6 +111,9 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
             "run again); or retry one task as it is",
         )
     pending = [child for child in children if child.state is ChildState.PENDING]
+    if pending and cost_budget_used(state):
+        return Verdict(BatchState.BUDGET_STOPPED, cost_stop_reason(state, len(pending)),
+                       COST_STOP_ACTION)  # fmt: skip
     if pending and admissions_used(state) >= state.budget.max_children:
         return Verdict(
             BatchState.BUDGET_STOPPED,
@@ -168,8 +173,25 @@ def plan_changed_verdict(state: BatchRunState) -> Verdict:
     )
 
 
+COST_STOP_ACTION = (
+    "raise max_cost_usd in .github/imm.yml (or pass `imm run --max-cost-usd`), then continue "
+    "the batch: what it spent so far counts"
+)
+
+
+def cost_stop_reason(state: BatchRunState, waiting: int) -> str:
+    """`max_cost_usd` reached: what was spent of it, and how many tasks wait (issue 45)."""
+    limit = state.budget.max_cost_usd or 0.0
+    spent = line_spend(state).cost_usd
+    return (
+        f"the cost budget is used: {money(spent)} spent of max_cost_usd {money(limit)}; "
+        f"{waiting} {'task waits' if waiting == 1 else 'tasks wait'}"
+    )
+
+
 def _terminal_verdict(state: BatchRunState) -> Verdict:
     branch = batch_branch(state.initiative_slug)
+    pending = sum(1 for child in state.children if child.state is ChildState.PENDING)
     texts = {
         BatchState.COMPLETED: ("all tasks are integrated", f"review {branch} and merge it"),
         BatchState.CANCELLED: (
@@ -181,8 +203,9 @@ def _terminal_verdict(state: BatchRunState) -> Verdict:
             f"start afresh from {state.base_ref} ({branch} is archived first)",
         ),
         BatchState.BUDGET_STOPPED: (
-            "the budget is used",
-            "continue the batch to run the remaining tasks",
+            (cost_stop_reason(state, pending), COST_STOP_ACTION)
+            if cost_budget_used(state)
+            else ("the budget is used", "continue the batch to run the remaining tasks")
         ),
         BatchState.REJECTED: (
             "the batch was rejected",
@@ -245,6 +268,7 @@ def report_children(state: BatchRunState) -> list[ReportChild]:
                 attempts=child.attempts,
                 qa_failures=child.qa_failures,
                 failures=list(child.failures),
+                spend=child.spend,
             )
         made[id(child)] = (child, reason, shown)
         children.append(shown)
@@ -256,6 +280,7 @@ _LAST_CHILDREN: dict[int, tuple[BatchChild, str | None, ReportChild]] = {}
 
 
 def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunReport:
+    spend = batch_spend(state)
     return BatchRunReport(
         contract=REPORT_CONTRACT,
         batch_id=state.batch_id,
@@ -273,6 +298,12 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
         unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
         branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts],
+        spend=spend if spend.runs else None,
+        cost=batch_cost_line(
+            [(child.task_id, child.spend) for child in state.children],
+            state.spent_before,
+            state.budget.max_cost_usd,
+        ),
     )
 
 

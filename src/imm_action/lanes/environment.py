@@ -39,9 +39,12 @@ PROVIDER_PREFIXES = (
 IMM_OWN = frozenset(
     {
         "IMM_BATCH_ID", "IMM_INITIATIVE", "IMM_TASK_ID", "IMM_SLICE_ID", "IMM_INTENT_PATH",
-        "IMM_PROMPT_FILE", "IMM_ATTEMPT", "IMM_BASE_HEAD",
+        "IMM_PROMPT_FILE", "IMM_ATTEMPT", "IMM_BASE_HEAD", "IMM_AGENT_SESSION",
     }
 )  # fmt: skip
+# The session the agent's last run of this lane reported (issue 45): set for a QA attempt
+# after a run that reported one, so the agent can resume it; never the caller's value.
+AGENT_SESSION = "IMM_AGENT_SESSION"
 OPERATOR_NAMES = "IMM_EXECUTOR_ENV"  # more names to pass, from whoever runs imm
 
 NEVER = frozenset(

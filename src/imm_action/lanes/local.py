@@ -8,6 +8,7 @@ takes its lanes along — so it is started again without counting an attempt."""
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
 import os
 import signal
@@ -195,6 +196,11 @@ class RunningLane:
     started: float
 
 
+def spend_file_of(log: Path) -> Path:
+    """Where a local lane keeps what its agent spent so far: beside its log (issue 45)."""
+    return log.with_name(log.name + ".spend")
+
+
 class LocalLanes:
     """`LaneRunners` for lanes on this machine. Without a launcher it only watches (a pass of
     `imm reconcile` or `imm retry` run by hand): admitted lanes wait for `imm lane`."""
@@ -233,6 +239,15 @@ class LocalLanes:
             process = self._launcher(lane.batch_id, lane.task_id, log)
             self.running[lane.task_id] = RunningLane(lane.task_id, process, log, time.monotonic())
             self._on_event(f"lane {lane.task_id} started (log: {log})")
+
+    def in_flight_usd(self) -> float:
+        """What the running lanes' agents spent so far, as each lane last wrote it."""
+        total = 0.0
+        for lane in self.running.values():
+            with contextlib.suppress(OSError, ValueError):
+                spent = float(spend_file_of(lane.log).read_text(encoding="utf-8"))
+                total += spent if math.isfinite(spent) and spent > 0 else 0.0
+        return total
 
     def reports(self, lanes: Sequence[LaneAtWork]) -> Mapping[str, RunnerReport]:
         return {lane.task_id: self._report(lane.runner, lane.has_outcome) for lane in lanes}

@@ -11,32 +11,28 @@ that fails publishes its outcome too. Everything the executor prints reaches the
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shlex
 import shutil
-import subprocess
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
 
+from imm_action.costs import run_line
 from imm_action.errors import ImmError
 from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.lanes.change import changed_entries, tree_links
-from imm_action.lanes.environment import executor_environment
+from imm_action.lanes.environment import AGENT_SESSION, executor_environment
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.lanes.prompt import render_prompt
+from imm_action.lanes.step import LaneCommands
 from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.outcome import (
-    FAILURE_TAIL_BYTES,
-    FAILURE_TAIL_LINES,
     OUTCOME_CONTRACT,
     CheckResult,
     Failure,
@@ -44,10 +40,11 @@ from imm_action.model.outcome import (
     lane_commit_message,
 )
 from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
+from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun, ExecutorReport
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
-from imm_action.render import failure_ending, failure_headline, failure_text
-from imm_action.text import LineReader, clean_text, last_bytes, listed
+from imm_action.render import failure_ending, failure_text
+from imm_action.text import clean_text, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.confine import (
     NOT_CONFINED,
@@ -57,8 +54,7 @@ from imm_action.verify.confine import (
     Mount,
     named_folders,
 )
-from imm_action.verify.contain import end, start_contained, wait_contained
-from imm_action.verify.failures import check_failures, command_text
+from imm_action.verify.failures import check_failures
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree
 
@@ -86,6 +82,10 @@ class LaneSpec:
     executor_env: tuple[str, ...] = ()  # names the repository config maps in
     committer: Identity = IMM_IDENTITY  # the config's `committer`
     plan_paths: frozenset[str] = frozenset()  # what no lane may change (lane_touches_plan)
+    executor_report: ExecutorReport = "auto"  # how the agent reports its cost (issue 45)
+    # Where the lane keeps what its agent runs cost so far, for the runner that started it to
+    # count against the batch's budget while the lane works (`imm run`); None: nobody reads it.
+    spend_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,14 @@ class _Lane:
     git_date: Callable[[], str]
     mask: Masker = NO_MASK
     confinement: Confinement = NOT_CONFINED
-    started: float = field(default_factory=time.monotonic)
+    # each executor run's report of itself, every attempt's (issue 45)
+    runs: list[AgentRun] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.commands = LaneCommands(
+            self.checkout.root, self._confined, self.checkout.untrusted, self.spec.timeout_s,
+            self.log, self.mask,
+        )  # fmt: skip
 
     @property
     def prompt(self) -> Path:
@@ -175,7 +182,9 @@ class _Lane:
     def work(self, environment: Mapping[str, str]) -> LaneOutcome:
         """The lane's outcome, saying why its lane code ran unconfined (None: it did not)."""
         why = self.confinement.unconfined_reason
-        return self._work(environment).model_copy(update={"unconfined": why})
+        outcome = self._work(environment)
+        runs = self.runs[-MAX_AGENT_RUNS:]
+        return outcome.model_copy(update={"unconfined": why, "agent_runs": runs})
 
     def _work(self, environment: Mapping[str, str]) -> LaneOutcome:
         spec = self.spec
@@ -196,7 +205,7 @@ class _Lane:
         }
         env = executor_environment(environment, spec.executor_env, extra)
         if spec.lane_setup:
-            setup = self._step("lane_setup", spec.lane_setup, env)
+            setup = self.commands.run("lane_setup", spec.lane_setup, env).failure
             if setup is not None:
                 why = f"lane_setup {failure_ending(setup)}"
                 return self._needs_human(why, 0, [], [setup])
@@ -260,7 +269,15 @@ class _Lane:
             prompt = render_prompt(intent, spec.attempt, qa_failures + 1, failures)
             self.prompt.write_text(prompt, encoding="utf-8")
             env["IMM_ATTEMPT"] = str(qa_failures + 1)
-            executor = self._step("executor", spec.executor, env, stdin=self.prompt)
+            self._resume_session(env)
+            ran = self.commands.run(
+                "executor", spec.executor, env, stdin=self.prompt, report=spec.executor_report
+            )
+            self.runs.append(ran.report)
+            self._tell_spend()
+            if ran.report.cost_usd is not None:
+                print(f"imm: agent run: {run_line(ran.report)}", file=self.log, flush=True)
+            executor = ran.failure
             if executor is not None:
                 why = f"executor {failure_ending(executor)}"
                 return self._needs_human(why, qa_failures, findings, [executor])
@@ -299,6 +316,24 @@ class _Lane:
             if qa_failures >= spec.qa_failure_limit:
                 return self._needs_human(REASON_QA_LIMIT, qa_failures, findings, failures)
 
+    def _resume_session(self, env: dict[str, str]) -> None:
+        """A QA attempt resumes the agent's session of the last one, when it reported one:
+        the agent keeps what it read (its home is the lane's for every attempt)."""
+        env.pop(AGENT_SESSION, None)
+        session = self.runs[-1].session_id if self.runs else None
+        if session is not None:
+            env[AGENT_SESSION] = session
+
+    def _tell_spend(self) -> None:
+        """What the agent runs cost so far, written whole (a reader never sees half)."""
+        if self.spec.spend_file is None:
+            return
+        spent = sum(run.cost_usd or 0.0 for run in self.runs)
+        partial = self.spec.spend_file.with_name(self.spec.spend_file.name + ".tmp")
+        with contextlib.suppress(OSError):  # only the budget's look-ahead needs it
+            partial.write_text(f"{spent:.6f}\n", encoding="utf-8")
+            partial.replace(self.spec.spend_file)
+
     def _verify(self, tree: str, checks: list[Check]) -> list[CheckResult]:
         """The lane's own checks, in its own tree when that holds exactly the snapshot (one
         tree less to move), else in a slot of the pool."""
@@ -333,90 +368,6 @@ class _Lane:
         masked = [mask_result(self.mask, finding) for finding in findings]
         return _outcome(spec, "settled", None, qa_failures, masked, lane_commit)
 
-    def _step(
-        self, name: str, command: str, env: Mapping[str, str], stdin: Path | None = None
-    ) -> Failure | None:
-        """Run a configured command (argv from shlex, never a shell) under a reaper in a session
-        of its own; its output goes to the lane log, masked, as it comes; whatever it started is
-        gone when this returns. None when it succeeded, else what failed."""
-        try:
-            argv = shlex.split(command)
-        except ValueError as error:
-            shown = self.mask(command)
-            return self._failed(name, shown, None, error=f"cannot be split into arguments: {error}")
-        shown = self.mask(command_text(argv))
-        if not argv:
-            return self._failed(name, shown, None, error="the command is empty")
-        print(f"imm: {name}: {shown}", file=self.log, flush=True)
-        # untrusted: a write of the slot's index (beside the tree) has the slot rebuilt
-        with self.checkout.untrusted():
-            try:
-                # the executor gets its prompt on stdin too: agents read it there (`claude -p`)
-                with open(stdin or os.devnull, "rb") as given:
-                    process = start_contained(
-                        argv, cwd=self.checkout.root, env=env, stdout=subprocess.PIPE,
-                        stdin=given, confined=self._confined(argv),
-                    )  # fmt: skip
-            except OSError as error:
-                return self._failed(name, shown, None, error=f"cannot start {argv[0]}: {error}")
-            tail: deque[str] = deque(maxlen=FAILURE_TAIL_LINES)
-            copier = threading.Thread(target=self._copy_output, args=(process, tail), daemon=True)
-            copier.start()
-            try:
-                remaining = self.spec.timeout_s - (time.monotonic() - self.started)
-                code = wait_contained(process, max(0.0, remaining))
-            finally:
-                end(process)  # the reaper ends every process the command started
-                copier.join(timeout=5)
-            timed_out = code is None
-        if code == 0 and not timed_out:
-            return None
-        return self._failed(
-            name, shown, code, timeout_s=self.spec.timeout_s if timed_out else None, tail=tail
-        )
-
-    def _copy_output(self, process: subprocess.Popen[bytes], tail: deque[str]) -> None:
-        """Copy the command's output to the lane log line by line, keeping the last lines; read
-        in chunks, each line cleaned and cut at LINE_BYTES, so no output holds memory."""
-        if process.stdout is None:
-            raise OSError(f"{process.args!r} started without an output pipe")
-        reader = LineReader()
-        fd = process.stdout.fileno()
-        while chunk := os.read(fd, OUTPUT_CHUNK):
-            self._log_lines(reader.feed(chunk), tail)
-        self._log_lines(reader.finish(), tail)
-        process.stdout.close()
-
-    def _log_lines(self, lines: list[str], tail: deque[str]) -> None:
-        for line in lines:
-            masked = self.mask(line)
-            self.log.write(masked + "\n")
-            tail.append(masked)
-        if lines:
-            self.log.flush()
-
-    def _failed(
-        self,
-        name: str,
-        shown: str,
-        code: int | None,
-        *,
-        timeout_s: float | None = None,
-        error: str | None = None,
-        tail: Sequence[str] = (),
-    ) -> Failure:
-        failure = Failure(
-            step=name,
-            command=shown,
-            exit_code=code,
-            timeout_s=timeout_s,
-            error=self.mask(error) if error else None,
-            output_tail=last_bytes("\n".join(tail), FAILURE_TAIL_BYTES),
-        )
-        # Its output is in the log just above: the headline is enough here.
-        print(f"imm: {failure_headline(failure)}", file=self.log, flush=True)
-        return failure
-
     def _needs_human(
         self,
         reason: str,
@@ -429,9 +380,6 @@ class _Lane:
         masked = [mask_result(self.mask, finding) for finding in findings]
         outcome = _outcome(self.spec, "needs_human", reason, qa_failures, masked, None)
         return outcome.model_copy(update={"failures": list(failures)})
-
-
-OUTPUT_CHUNK = 65536
 
 
 def _author(

@@ -224,7 +224,10 @@ class Coordinator:
     def _pass(self) -> PassResult:
         request = self._request()
         # checks run in the background worker, unless it failed (then here, as before)
-        request = replace(request, verify=self.verify_here)
+        # the lanes at work's spend so far counts against the cost budget (issue 45)
+        request = replace(
+            request, verify=self.verify_here, in_flight_usd=self.lanes.in_flight_usd()
+        )
         self.verify_here = False
         if self.options.max_parallel is not None:
             plan = request.plan.model_copy(update={"max_parallel": self.options.max_parallel})

@@ -13,6 +13,7 @@ from imm_action.model.common import Identifier, StrictModel
 from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
+from imm_action.model.spend import ExecutorReport, Usd
 
 CONFIG_PATH = ".github/imm.yml"
 
@@ -155,16 +156,22 @@ class RepoConfig(_ConfigModel):
     # and the moving lanes'), or `branch` (the moving lanes' own checks only: for a suite that
     # holds the tasks' tests; ADR 0061).
     held_checks: HeldChecks = "all"
+    # How an executor reports what it cost (issue 45, ADR 0062): `auto` (Claude Code's result
+    # object or Codex's usage events, whichever its standard output holds), one of them only,
+    # or `none`. A report absent or malformed never fails a lane: its cost is unknown.
+    executor_report: ExecutorReport = "auto"
+    # No new lane starts once the agents' known spend reaches this many US dollars (issue 45);
+    # the lanes in flight finish and land, then the batch stops as `budget_stopped`.
+    max_cost_usd: Usd | None = None
 
 
 # Keys whose misspelling would silently weaken a guard: `chek_network: false` leaves checks
 # their network, `sanbox: sudo` the sandbox as it was. An unknown key one edit away from one
-# of these is refused, not warned about (ADR 0060); a key a later version adds that gates
-# (`max_cost_usd`) joins them when it is known here.
+# of these is refused, not warned about (ADR 0060).
 GATING_KEYS = frozenset(
     {"sandbox", "sandbox_expose", "check_network", "check_setup", "barrier_files",
      "max_children", "qa_failure_limit", "integration_isolation", "executor_env",
-     "branch_checks", "held_checks"}
+     "branch_checks", "held_checks", "max_cost_usd"}
 )  # fmt: skip
 
 

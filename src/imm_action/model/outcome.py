@@ -7,6 +7,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
+from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun
 from imm_action.text import bounded, clean_text
 
 OUTCOME_CONTRACT: Final = "imm_action/lane_outcome/v1"
@@ -113,6 +114,11 @@ class LaneOutcome(StrictModel):
     ] = Field(default_factory=dict)
     # Why the lane's executor and checks ran without a sandbox (issue 43 #6); None: sandboxed.
     unconfined: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    # What each executor run of the lane reported of itself, in order (issue 45): said by the
+    # lane, so trusted for nothing but the cost it shows and the budget it counts.
+    agent_runs: Annotated[list[AgentRun], Field(max_length=MAX_AGENT_RUNS)] = Field(
+        default_factory=list
+    )
 
 
 class CachedCheck(StrictModel):

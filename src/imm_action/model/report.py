@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.outcome import Failure
+from imm_action.model.spend import AgentSpend
 from imm_action.model.state import BatchState, ChildState, Continuation
 
 REPORT_CONTRACT: Final = "imm_action/batch_run_report/v1"
@@ -22,6 +23,8 @@ class ReportChild(StrictModel):
     attempts: Annotated[int, Field(ge=0)]
     qa_failures: Annotated[int, Field(ge=0)]
     failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
+    # what its agent runs cost in this batch, every attempt summed (issue 45); None: none ended
+    spend: AgentSpend | None = None
 
 
 class BatchRunReport(StrictModel):
@@ -47,6 +50,11 @@ class BatchRunReport(StrictModel):
     unconfined: list[str] = Field(default_factory=list)
     # "branch check branch:suite: passed on imm/x at <commit>", one per branch check (issue 44)
     branch_checks: list[str] = Field(default_factory=list)
+    # What the batch's agents spent, every task's runs summed (issue 45), and the same as a
+    # line: "agents: 12 tasks, $4.31, 1.2 M tokens; the costliest: b $0.92 over 2 attempts".
+    # None: no agent run ended yet.
+    spend: AgentSpend | None = None
+    cost: str | None = None
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

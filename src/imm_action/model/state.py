@@ -12,6 +12,7 @@ from imm_action.model.initiative import Carrier
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import MAX_PARALLEL_LIMIT
 from imm_action.model.shard import VerifyRound
+from imm_action.model.spend import AgentSpend, Usd
 
 STATE_CONTRACT: Final = "imm_action/batch_run_state/v1"
 
@@ -111,6 +112,9 @@ class BatchChild(StrictModel):
     qa_failures: Annotated[int, Field(ge=0)]
     attempts: Annotated[int, Field(ge=0)]
     failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
+    # What the task's agent runs cost in this batch, every attempt summed — parked and lost
+    # ones too (issue 45). None: no lane of it ended yet.
+    spend: AgentSpend | None = None
 
     @classmethod
     def pending(cls, task_id: str, slice_id: str, blocked_by: list[str]) -> BatchChild:
@@ -131,6 +135,8 @@ class BatchChild(StrictModel):
 class StateBudget(StrictModel):
     max_children: Annotated[int, Field(ge=1)]
     qa_failure_limit: Annotated[int, Field(ge=1)]
+    # No lane starts once the agents' known spend reaches this (issue 45); None: no limit.
+    max_cost_usd: Usd | None = None
 
 
 class AdoptedHead(StrictModel):
@@ -226,8 +232,6 @@ class BatchRunState(StrictModel):
     settled_before: list[SettledTask] = Field(default_factory=list)
     # Foreign heads refused and kept aside while the batch went on (issue 42 #4).
     quarantined: list[QuarantinedHead] = Field(default_factory=list)
-    # Why lane code of this batch ran unconfined, once per cause (issue 43 #6): a pass whose
-    # checks, or a lane whose executor, had no sandbox. Empty: every command was sandboxed.
     # What gated the batch's moves besides the branch checks (issue 44): `all`, or `branch`
     # (the moving lanes' own checks only); None in a batch with neither branch checks nor
     # `held_checks: branch`, and in older states.
@@ -237,10 +241,16 @@ class BatchRunState(StrictModel):
     branch_verdicts: Annotated[list[BranchVerdict], Field(max_length=32)] = Field(
         default_factory=list
     )
+    # Why lane code of this batch ran unconfined, once per cause (issue 43 #6): a pass whose
+    # checks, or a lane whose executor, had no sandbox. Empty: every command was sandboxed.
     unconfined: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=UNCONFINED_MAX)]],
         Field(max_length=UNCONFINED_CAUSES),
     ] = Field(default_factory=list)
+
+    # What the batches this one continues spent on agents, summed along the line (issue 45):
+    # counted against `budget.max_cost_usd` with this batch's own spend. None: nothing before.
+    spent_before: AgentSpend | None = None
 
     @property
     def judged_at(self) -> str:

@@ -26,6 +26,7 @@ from imm_action.integrate.continuation import (
     decide_stopped,
     kept_commits,
 )
+from imm_action.integrate.spend import line_spend
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, build_report, verdict
 from imm_action.model.plan import BatchPlan
@@ -61,6 +62,7 @@ class StartPlan:
     committer: Identity = IMM_IDENTITY  # of the base branch's merge into the batch branch
     settled: tuple[SettledTask, ...] = ()  # the plan's already_settled tasks, with commits
     parallel_asked: int | None = None  # the max_parallel the person asked for, if any
+    max_cost_usd: float | None = None  # the new batch's cost budget (config or command line)
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,11 @@ class Continuing:
             raise UsageError(nothing_to_continue(start.plan))
         now = self.clock()
         head, merged = self._bring_in_the_base(start, stopped.state, branch_head, now)
-        children = continued_children(start.plan, stopped.state, start.retry)
+        # what kept children spent is in `spent_before` with the rest of the stopped batch's
+        children = [
+            child.model_copy(update={"spend": None})
+            for child in continued_children(start.plan, stopped.state, start.retry)
+        ]
         kept = [child.task_id for child in children if child.state.done]
         changed = changed_intents(
             self.repo.changed_paths(stopped.state.base_head, head),
@@ -130,7 +136,12 @@ class Continuing:
         # The stopped batch's settings go on unless the person asks for others (issue 41 #2):
         # a retry must not widen the lanes, nor refuse the person's own `--max-parallel`.
         parallel = start.parallel_asked or stopped.state.max_parallel
-        state = state.model_copy(update={"continues": continues, "max_parallel": parallel})
+        # what the stopped batch spent counts against the continuation's budget (issue 45)
+        spent = line_spend(stopped.state)
+        state = state.model_copy(
+            update={"continues": continues, "max_parallel": parallel,
+                    "spent_before": spent if spent.runs else None}
+        )  # fmt: skip
         branch = RefUpdate(heads(batch_branch(start.slug)), head, branch_head)
         also = [branch, *self._close(stopped, state.batch_id, now)]
         kept_parallel = "" if start.parallel_asked else f"; keeps its max_parallel {parallel}"
@@ -267,7 +278,9 @@ def new_batch_state(
         authorized_by=start.authorized_by,
         confirmation_time=now,
         budget=StateBudget(
-            max_children=plan.budget.max_children, qa_failure_limit=plan.budget.qa_failure_limit
+            max_children=plan.budget.max_children,
+            qa_failure_limit=plan.budget.qa_failure_limit,
+            max_cost_usd=start.max_cost_usd,
         ),
         max_parallel=plan.max_parallel,
         batch_state=BatchState.RUNNING,

@@ -118,6 +118,11 @@ class PassRequest:
     parallel_asked: int | None = None
     committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
     config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
+    # The cost budget of a batch this pass starts or continues (issue 45); None: no limit.
+    max_cost_usd: float | None = None
+    # What lanes at work spent so far, where the runner sees them (`imm run`): counted against
+    # the batch's cost budget before any lane starts.
+    in_flight_usd: float = 0.0
     # What earlier batches integrated on the line a new batch builds on (the plan's
     # `already_settled` tasks, with their commits): recorded in the new batch's state.
     settled: tuple[SettledTask, ...] = ()
@@ -237,7 +242,9 @@ class _Pass:
         self.results = results
         self.apply = Applier(self.store, results, ports.clock)
         self.branch_ref = heads(batch_branch(request.slug))
-        self.rules = AdmissionRules(request.scopes, request.barrier_globs)
+        self.rules = AdmissionRules(
+            request.scopes, request.barrier_globs, in_flight_usd=request.in_flight_usd
+        )
         self.stacks: list[StackRecord] = []  # what each round of integration verified
         self.continued = False  # this pass started a continuation: the request's decision is in it
         self.verify = request.verify and request.fan_out is None  # may this pass run checks?
@@ -504,7 +511,7 @@ class _Pass:
             base_head=request.base_head, authorized_by=request.authorized_by,
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
             committer=request.committer, settled=request.settled,
-            parallel_asked=request.parallel_asked,
+            parallel_asked=request.parallel_asked, max_cost_usd=request.max_cost_usd,
         )  # fmt: skip
 
     def _stopped(self, existing: str | None) -> StoredBatch | None:
