@@ -116,9 +116,7 @@ def test_max_cost_usd_stops_admission_at_the_budget_and_the_lanes_in_flight_land
     ] * 2
     assert "the cost budget is used: $0.21 spent of max_cost_usd $0.15; 2 tasks wait" in out
     assert "imm run --max-cost-usd" in out
-    code, out, err = run_cli(
-        capsys, "run", "init", "--repo", str(repo), "--max-cost-usd", "0.60"
-    )
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--max-cost-usd", "0.60")
     assert code == 0, out + err
     state = current(repo).state
     assert state.batch_state is BatchState.COMPLETED
@@ -155,7 +153,7 @@ def test_a_malformed_or_huge_report_never_fails_a_lane_and_its_cost_is_unknown(
         "import os, sys\n"
         "open(os.environ['IMM_TASK_ID'] + '.txt', 'w').write(os.environ['IMM_TASK_ID'] + '\\n')\n"
         "sys.stdout.write('{\"total_cost_usd\": ' + 'x' * (3 << 20) + '\\n')\n"  # 3 MiB, broken
-        "sys.stdout.write('{\"total_cost_usd\": \"free\", \"num_turns\": -1}\\n')\n"
+        'sys.stdout.write(\'{"total_cost_usd": "free", "num_turns": -1}\\n\')\n'
         "sys.stdout.write('{' * 200000)\n"  # no newline at the end
     )
     repo = make_project(tmp_path / "r", {"a": [], "b": []})

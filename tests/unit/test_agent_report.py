@@ -85,7 +85,7 @@ def test_a_line_longer_than_the_bound_is_skipped_without_being_held() -> None:
     reader = AgentReportReader()
     for start in range(0, len(huge), 65536):
         reader.feed(huge[start : start + 65536])
-        assert len(reader._line) <= REPORT_LINE_BYTES  # noqa: SLF001 - the bound itself
+        assert len(reader._line) <= REPORT_LINE_BYTES  # the bound itself
     assert reader.report() == AgentRun()
     # an earlier report survives a huge line after it
     assert read(json.dumps(CLAUDE_RESULT).encode() + b"\n" + huge, chunk=65536).cost_usd == 0.1234

@@ -18,7 +18,9 @@ from imm_action.model.state import BatchRunState, StateBudget
 from tests.unit.test_decide import batch, pending
 
 
-def _budgeted(limit: float | None, spent: float = 0.0, before: float | None = None) -> BatchRunState:
+def _budgeted(
+    limit: float | None, spent: float = 0.0, before: float | None = None
+) -> BatchRunState:
     first = pending("a").model_copy(update={"spend": AgentSpend(cost_usd=spent, runs=1)})
     state = batch(first, pending("b"), pending("c"))
     budget = StateBudget(max_children=3, qa_failure_limit=2, max_cost_usd=limit)
