@@ -76,7 +76,7 @@ def batch_cost_line(
     total = summed(spend for _, spend in ran)
     line = f"agents: {plural(len(ran), 'task')}, {spend_text(total)}"
     known = [(task, spend) for task, spend in ran if spend.known]
-    if len(known) > 1:
+    if len({spend.cost_usd for _, spend in known}) > 1:  # nothing to single out when equal
         task, costliest = max(known, key=lambda item: item[1].cost_usd)
         line += (
             f"; the costliest: {task} {money(costliest.cost_usd)} over "

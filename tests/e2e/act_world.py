@@ -52,7 +52,8 @@ _FROM_PLAN = re.compile(r"fromJSON\(needs\.plan\.outputs\.(?P<name>[\w-]+)\)")
 
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
-ok (default), fail (always wrong), broken (its own file, saying `broken` too), kill_once (has
+ok (default), fail (always wrong), broken (its own file, saying `broken` too), costs (ok, and
+ends with an agent's report of 25 cents), kill_once (has
 the test kill its `imm lane` on the first attempt), hostile (also tries to point the
 checkout's git at another host and to write its step's GITHUB_ENV and GITHUB_PATH — a fake git
 that records how it was called — and records what it could do in `hostile.<task>.json`)."""
@@ -121,6 +122,10 @@ if behaviour == "attack":  # a lane-written script its check runs at integration
     shutil.copy("tools/attack.py", f"{task}_attack.py")
 text = {"fail": "wrong\\n", "broken": f"{task}\\nbroken\\n"}.get(behaviour, f"{task}\\n")
 pathlib.Path(f"{task}.txt").write_text(text)
+if behaviour == "costs":  # ends as Claude Code's `--output-format json` does (issue 45)
+    print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                      "total_cost_usd": 0.25, "num_turns": 4, "session_id": f"s-{task}",
+                      "usage": {"input_tokens": 1000, "output_tokens": 200}}))
 '''
 
 CONFIG = """\

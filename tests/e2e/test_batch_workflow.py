@@ -23,9 +23,13 @@ def test_a_dispatched_batch_runs_round_after_round_to_completion_leaving_no_chec
     world: ActWorld,
 ) -> None:
     world.create(FIVE, "shop")
+    world.behaviour.update(dict.fromkeys(FIVE, "costs"))  # each lane's agent reports 25 cents
     world.dispatch({"initiative": "shop", "max_parallel": "2"})
     runs = world.run_dispatches()
     assert [run.exit_code for run in runs] == [0, 0, 0], runs[-1].log[-3000:]
+    # the integrate job's summary (act prints it) sums what every lane's outcome carried
+    assert "**Cost:** agents: 5 tasks, $1.25, 6.0 k tokens\n" in runs[-1].log
+    assert "Agent: $0.25, 1.2 k tokens over 1 run ($0.25, 1.2 k tokens, 4 turns)." in runs[0].log
     assert [sorted(j for j in run.jobs if j.startswith("imm lane")) for run in runs] == [
         ["imm lane a", "imm lane b"], ["imm lane c", "imm lane d"], ["imm lane e"]
     ]  # fmt: skip
