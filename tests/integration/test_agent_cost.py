@@ -44,9 +44,14 @@ def _claude_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def test_a_ten_task_batch_shows_each_tasks_cost_and_the_total_in_status_json_comment_and_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = make_project(tmp_path / "r", TEN, extra_files={".github/imm.yml": _config()})
+    recipe = {key: value for key, value in readme_recipe().items() if key != "lane_setup"}
+    assert recipe["max_cost_usd"] == 25  # the recipe as docs/github.md shows it, but its download
+    text = io.StringIO()
+    YAML().dump(recipe, text)
+    repo = make_project(tmp_path / "r", TEN, extra_files={".github/imm.yml": text.getvalue()})
     code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo))
     assert code == 0, err
+    assert "; $23.55 left of max_cost_usd $25.00" in out
     # 5,420 tokens a run and a quarter of the prompt's characters
     found = re.search(r"agents: 10 tasks, \$1\.45, 5\d k tokens; the costliest: j \$0\.19 over "
                       r"1 attempt", out)  # fmt: skip
