@@ -9,7 +9,7 @@ from pathlib import Path
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.facts import ChecksFound, ChecksMissing
 from imm_action.model.intent import intent_path
-from imm_action.passes.observe import IntentMemo, candidate_checks
+from imm_action.passes.intent_checks import IntentMemo, candidate_checks
 from tests.batch_helpers import make_project
 from tests.conftest import descriptor, git, intent
 

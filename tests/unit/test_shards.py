@@ -27,7 +27,7 @@ from imm_action.model.shard import (
     shard_line,
     verdict_artifact,
 )
-from imm_action.passes.observe import owed_checks
+from imm_action.passes.stack_answers import owed_checks
 from imm_action.verify.checks import Check, ResultCache
 from tests.conftest import descriptor
 

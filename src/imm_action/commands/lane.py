@@ -42,7 +42,7 @@ from imm_action.lanes.local import spend_file_of
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
-from imm_action.passes.observe import plan_paths
+from imm_action.passes.intent_checks import plan_paths
 from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
 from imm_action.workspace import config_path

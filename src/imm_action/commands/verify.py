@@ -32,7 +32,7 @@ from imm_action.model.refs import verify_ref
 from imm_action.model.shard import VerifyRound, VerifyShard, verdict_artifact
 from imm_action.model.state import BatchRunState
 from imm_action.passes.gate import gate_at
-from imm_action.passes.observe import checks_by_digest
+from imm_action.passes.intent_checks import checks_by_digest
 from imm_action.ports import Ports
 from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
 from imm_action.verify.verdicts import write_verdict

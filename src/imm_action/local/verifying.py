@@ -35,11 +35,11 @@ from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.model.state import BatchRunState
 from imm_action.passes.gate import gate_at
+from imm_action.passes.intent_checks import IntentMemo
 from imm_action.passes.observe import (
     BuiltCandidate,
     CandidateKey,
     CandidateMemo,
-    IntentMemo,
     observe_candidates,
 )
 from imm_action.verify.check_setup import CheckPlace
