@@ -24,14 +24,11 @@ from imm_action.integrate import transitions as t
 from imm_action.integrate.decide import (
     RECHECKS_BEFORE_BELIEVING,
     BatchDecision,
-    Land,
-    Park,
     Refuse,
     Reread,
     Start,
     StartRules,
     decide_batch,
-    decide_landings,
     decide_start,
 )
 from imm_action.integrate.facts import (
@@ -44,6 +41,7 @@ from imm_action.integrate.facts import (
     PassFacts,
     StartFacts,
 )
+from imm_action.integrate.landing import Land, Park, decide_landings
 from imm_action.integrate.verdict import build_report, plan_changed_verdict, verdict
 from imm_action.lanes.runners import (
     FinishedWithoutOutcome,

@@ -56,7 +56,7 @@ def test_every_module_of_the_package_has_a_layer() -> None:
     import tomllib
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    [contract] = config["tool"]["importlinter"]["contracts"]
+    contract = config["tool"]["importlinter"]["contracts"][0]  # the package's layers
     layered = {
         name.strip().removeprefix("imm_action.")
         for layer in contract["layers"]
@@ -69,3 +69,25 @@ def test_every_module_of_the_package_has_a_layer() -> None:
         if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file()
     }
     assert modules - layered == set()  # a module outside the contract escapes it
+
+
+def test_every_part_of_the_git_room_has_a_layer() -> None:
+    """Issue 46: `git/repo.py` split into parts, each built on the one below."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if "git:" in c["name"]]
+    parts = {name.removeprefix("imm_action.git.") for name in contract["layers"]}
+    assert parts == {"repo", "work_trees", "ref_access", "writing", "reading", "repo_base",
+                     "objects"}  # fmt: skip
+
+
+def test_a_git_part_reaching_up_breaks_the_contract(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "imm_action", source / "imm_action")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = source / "imm_action" / "git" / "reading.py"
+    target.write_text(target.read_text() + "\nimport imm_action.git.ref_access  # noqa\n")
+    result = lint_imports(source, tmp_path / "pyproject.toml")
+    assert result.returncode != 0
+    assert "-> imm_action.git.ref_access" in result.stdout

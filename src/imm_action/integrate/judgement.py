@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from imm_action.git.candidate import Candidate
-from imm_action.integrate.decide import refusal_of
 from imm_action.integrate.facts import (
     CandidateFacts,
     ChecksFound,
 )
+from imm_action.integrate.landing import refusal_of
 from imm_action.integrate.stack import (
     StackFailed,
     StackJudgement,

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from imm_action.git import GitRunner
 from imm_action.git.repo import GitRepo
-from imm_action.integrate.decide import ready_to_integrate
+from imm_action.integrate.landing import ready_to_integrate
 from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.model.state import BatchRunState

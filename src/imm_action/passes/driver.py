@@ -20,7 +20,6 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.decide import (
     AdmissionRules,
     BatchDecision,
-    Land,
     Mutation,
     Refuse,
     ReportAgain,
@@ -29,19 +28,22 @@ from imm_action.integrate.decide import (
     Start,
     StartRules,
     all_settled,
-    apply_landing,
     decide_admissions,
     decide_batch,
-    decide_landings,
     decide_start,
-    head_failure_reason,
-    landing_moves,
     parallel_mismatch,
-    ready_to_integrate,
     startable_children,
-    verified_on_top,
 )
 from imm_action.integrate.facts import StartFacts
+from imm_action.integrate.landing import (
+    Land,
+    apply_landing,
+    decide_landings,
+    head_failure_reason,
+    landing_moves,
+    ready_to_integrate,
+    verified_on_top,
+)
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.integrate.shards import (
     VERIFY_LOSS_LIMIT,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from imm_action.git.candidate import BuildResult, Candidate, build_candidate
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import GitRepo
-from imm_action.integrate.decide import refusal_of, waiting_lanes
+from imm_action.integrate.decide import waiting_lanes
 from imm_action.integrate.facts import (
     CandidateFacts,
     ChecksFact,
@@ -21,6 +21,7 @@ from imm_action.integrate.facts import (
     PassFacts,
 )
 from imm_action.integrate.judgement import held_tasks, verifiable, with_judgement
+from imm_action.integrate.landing import refusal_of
 from imm_action.integrate.stack import (
     Culprit,
     StackFailed,
