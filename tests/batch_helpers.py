@@ -18,7 +18,8 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.outcome import publish_outcome
 from imm_action.model.outcome import OUTCOME_CONTRACT, Failure, LaneOutcome
 from imm_action.model.spend import AgentRun
-from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.driver import reconcile
+from imm_action.passes.request import PassResult
 from tests.conftest import descriptor, git, initiative_files, intent, make_repo
 
 TRAILER = "Immune-Brain-Batch"

@@ -16,7 +16,8 @@ from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.github import GitHubLanes, job_carries
 from imm_action.lanes.runners import LaneAtWork, RunnerReport
 from imm_action.model.state import BatchChild, GithubRunner
-from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.driver import reconcile
+from imm_action.passes.request import PassResult
 from tests.batch_helpers import current, make_project, open_local, work
 from tests.fake_github import FakeGitHub
 

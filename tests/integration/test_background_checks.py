@@ -11,8 +11,9 @@ from pathlib import Path
 from imm_action.batches.repo import pass_ports, pass_request
 from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import NO_MASK
-from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.driver import reconcile
 from imm_action.passes.observe import CandidateMemo
+from imm_action.passes.request import PassResult
 from imm_action.verify.checks import ResultCache
 from tests.batch_helpers import current, make_project, open_local, run_pass, work
 from tests.conftest import descriptor

@@ -17,7 +17,8 @@ from imm_action.git.refs import LocalRefStore
 from imm_action.git.repo import RefUpdate
 from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.store import StateStore, forget_read_states
-from imm_action.passes.driver import PassResult, reconcile
+from imm_action.passes.driver import reconcile
+from imm_action.passes.request import PassResult
 from tests.batch_helpers import make_project, open_local, run_pass
 from tests.conftest import run_cli
 

@@ -28,8 +28,8 @@ from imm_action.model.intent import intent_path
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads
 from imm_action.model.state import BatchRunState, BatchState, SettledTask
-from imm_action.passes.driver import PassPorts, PassRequest
 from imm_action.passes.observe import CandidateMemo
+from imm_action.passes.request import PassPorts, PassRequest
 from imm_action.plan.check_paths import ScopeCoversCheck, intent_conflicts
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural

@@ -38,7 +38,8 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.bundles import BundleNote, describe, import_lane_bundles, summary_of
 from imm_action.lanes.github import GitHubRun, import_left_bundles
 from imm_action.model.refs import batch_branch, heads
-from imm_action.passes.driver import FanOut, RoundVerdicts, reconcile
+from imm_action.passes.driver import reconcile
+from imm_action.passes.request import FanOut, RoundVerdicts
 from imm_action.ports import Ports
 from imm_action.verify.check_queue import default_workers
 from imm_action.verify.verdicts import read_verdict_files

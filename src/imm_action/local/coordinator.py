@@ -35,8 +35,9 @@ from imm_action.masking import masker_for
 from imm_action.model.intent import intent_path
 from imm_action.model.refs import batch_state_ref
 from imm_action.model.state import BatchRunState, ChildState
-from imm_action.passes.driver import PassRequest, PassResult, reconcile
+from imm_action.passes.driver import reconcile
 from imm_action.passes.observe import CandidateMemo
+from imm_action.passes.request import PassRequest, PassResult
 from imm_action.text import listed, plural
 from imm_action.verify.checks import ResultCache
 from imm_action.verify.overlays import bases_in_memory, tidy_overlays

@@ -5,22 +5,17 @@ another writer was first. It holds no rule and no reason code: the facts come fr
 
 from __future__ import annotations
 
-import logging
-import random
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from imm_action.errors import ImmError, UsageError
+from imm_action.errors import UsageError
 from imm_action.git.errors import GitConflict
-from imm_action.git.refs import RefStore
-from imm_action.git.repo import IMM_IDENTITY, Identity, RefUpdate
+from imm_action.git.repo import RefUpdate
 from imm_action.integrate import transitions as t
 from imm_action.integrate.continuation import Stopped
 from imm_action.integrate.decide import (
     AdmissionRules,
     BatchDecision,
-    Mutation,
     Refuse,
     ReportAgain,
     Reread,
@@ -45,143 +40,35 @@ from imm_action.integrate.landing import (
     verified_on_top,
 )
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
-from imm_action.integrate.shards import (
-    VERIFY_LOSS_LIMIT,
-    FanOutRules,
-    accept_verdicts,
-    add_stage,
-    plan_shards,
-)
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
-from imm_action.lanes.runners import LaneRunners
-from imm_action.model.config import CONFIG_PATH
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
-from imm_action.model.shard import shard_line
 from imm_action.model.state import (
     BatchChild,
     BatchRunState,
     BranchVerdict,
-    SettledTask,
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
 from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, red_base
 from imm_action.passes.observe import (
-    CandidateMemo,
     ObservedStack,
     observe_candidates,
     observe_pass,
     recorded_head,
     stack_record,
 )
-from imm_action.plan.check_paths import ScopeCoversCheck
-from imm_action.text import plural
-from imm_action.verify.checks import ResultCache, Verifier
-
-MAX_LOST_RACES = 25
-# A lost race is normal operation, not a problem: it goes to the debug log (IMM_DEBUG=1).
-_DEBUG = logging.getLogger("imm_action.passes")
-
-
-def jittered_pause(lost: int) -> None:
-    """The one back-off between lost races: short, growing, and random so that racing passes
-    do not collide again in lockstep."""
-    time.sleep(random.uniform(0.005, 0.02 * (lost + 1)))
-
-
-@dataclass(frozen=True)
-class PassRequest:
-    slug: str
-    plan: BatchPlan
-    scopes: Mapping[str, tuple[str, ...]]
-    base_ref: str
-    base_head: str
-    authorized_by: str
-    new_batch_id: str  # the id a batch started by this pass gets
-    batch_id: str | None = None  # resume exactly this batch
-    admit: bool = False
-    start: bool = True  # may this pass start a new batch?
-    barrier_globs: tuple[str, ...] = ()
-    # A person's decision applied to the loaded state first (`imm retry`, `imm cancel`).
-    mutate: Mutation | None = None
-    # What a pass that names no batch does when the latest batch stopped (SPEC §5.7), and
-    # for `imm retry <task>` the one task a continuation runs again.
-    stopped: Stopped = Stopped.RESUME
-    retry: str | None = None
-    # False: the pass runs no check. A lane-committed child whose candidate's checks are not
-    # in the result cache yet waits as if its lane had not ended (`PassResult.unverified`);
-    # `imm run` verifies it in the background and lands it in a later pass, lanes going on.
-    verify: bool = True
-    # The max_parallel a person asked for (command line, `/imm run --max-parallel`), not the
-    # config's: a live batch resumed with another one is refused (`batch_parallel_mismatch`).
-    parallel_asked: int | None = None
-    committer: Identity = IMM_IDENTITY  # the config's, for a continuation's merge commit
-    config_file: str = CONFIG_PATH  # where the config lies: no lane may change it
-    # The cost budget of a batch this pass starts or continues (issue 45); None: no limit.
-    max_cost_usd: float | None = None
-    # What lanes at work spent so far, where the runner sees them (`imm run`): counted against
-    # the batch's cost budget before any lane starts.
-    in_flight_usd: float = 0.0
-    # What earlier batches integrated on the line a new batch builds on (the plan's
-    # `already_settled` tasks, with their commits): recorded in the new batch's state.
-    settled: tuple[SettledTask, ...] = ()
-    # Tasks whose scope covers a path another task's check names (issue 42 #3): said once by
-    # `imm run` before any lane starts; a lane of theirs that changes the path is refused.
-    scope_conflicts: tuple[ScopeCoversCheck, ...] = ()
-    # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
-    # the stack and bisect jobs' pass (it runs no check, and records what the stack owes as
-    # shards when that pays), the verdicts the bisect and integrate jobs downloaded, and, for
-    # every pass of the workflow, that a stack whose round is recorded is left to its verify
-    # jobs rather than verified by this pass.
-    fan_out: FanOut | None = None
-    verdicts: RoundVerdicts | None = None
-    verify_jobs: bool = False
-
-
-@dataclass(frozen=True)
-class FanOut:
-    run_id: int
-    rules: FanOutRules
-
-
-@dataclass(frozen=True)
-class RoundVerdicts:
-    """The verdict files this run's verify jobs uploaded, by artifact name."""
-
-    run_id: int
-    files: Mapping[str, bytes]
-
-
-@dataclass
-class PassPorts:
-    refs: RefStore
-    lanes: LaneRunners
-    verifier: Callable[[ResultCache], Verifier]
-    clock: Callable[[], str]
-    log: Callable[[str], None] = field(default=lambda message: None)
-    debug: Callable[[str], None] = _DEBUG.debug
-    pause: Callable[[int], None] = jittered_pause
-    candidates: CandidateMemo | None = None  # candidates built earlier (`imm run` keeps them)
-    # why this pass's checks run without a sandbox (the state records it); None: sandboxed
-    unconfined: str | None = None
-
-
-@dataclass(frozen=True)
-class PassResult:
-    stored: StoredBatch
-    admitted: tuple[str, ...]
-    integrated: tuple[str, ...]
-    races_lost: int
-    head: str | None = None  # the batch branch as the pass left it
-    unverified: tuple[str, ...] = ()  # lane-committed children waiting for checks (`verify`)
-    stacks: tuple[StackRecord, ...] = ()  # each round's stack, as verified (SPEC §5.4)
-
-
-class GaveUpError(ImmError):
-    """Too many lost races in a row: something else keeps moving the refs."""
+from imm_action.passes.request import (
+    MAX_LOST_RACES,
+    GaveUpError,
+    PassPorts,
+    PassRequest,
+    PassResult,
+)
+from imm_action.passes.verify_round import fanned_out, take_verdicts
+from imm_action.verify.checks import ResultCache
 
 
 def reconcile(
@@ -321,7 +208,9 @@ class _Pass:
 
     def _go_on(self, stored: StoredBatch, state: BatchRunState, head: str) -> _Done:
         loaded = state
-        state = self._take_verdicts(state)
+        taken = take_verdicts(state, self.request, self.results, self.ports.log)
+        state, self.verify = taken.state, self.verify and taken.verify
+        self.from_verdicts = self.from_verdicts if taken.taken is None else taken.taken
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
@@ -331,7 +220,9 @@ class _Pass:
                 state, admitted = self._admit(state, head)
         stale = self._stale_lane_refs(state, admitted)
         if self.request.fan_out is not None:
-            state = self._fanned_out(state, self.request.fan_out, unverified)
+            state = fanned_out(
+                state, self.request.fan_out, self.observed, unverified, self.ports.log
+            )
         stale += self._verify_ref(loaded, state)
         state = t.note_unconfined(state, self.unconfined)
         if self.gate.checks or self.gate.held != "all":  # say what gated its moves
@@ -340,77 +231,6 @@ class _Pass:
             state = t.note_branch_verdicts(state, self._branch_verdicts(head))
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
-
-    # -- verification fanned out to verify jobs (issue 32, decision 0054) ---------------------
-    def _take_verdicts(self, state: BatchRunState) -> BatchRunState:
-        """The integrate job: the round's verdicts go into the result cache, and the pass
-        verifies what is still owed itself — unless a verify job left a shard without a
-        verdict: then nothing unverified lands, and the next round's verify jobs run it again
-        (a shard's checks are never counted passed), up to VERIFY_LOSS_LIMIT rounds."""
-        fanned = state.verifying
-        if fanned is None:
-            return state
-        if self.request.verdicts is None:
-            # another job of the workflow (the next round's plan job, say): a stack verify
-            # jobs are at work on, or whose verify jobs lost a shard, is left to them (the
-            # next round's stack job records what it still owes)
-            if self.request.verify_jobs:
-                self.verify = False
-            return state
-        given = self.request.verdicts
-        files = given.files if given.run_id == fanned.run_id else {}
-        accepted = accept_verdicts(state.batch_id, fanned, files)
-        for (tree, digest), result in accepted.results.items():
-            self.results.put(tree, digest, result)
-        self.from_verdicts = len(accepted.results)
-        for why in accepted.refused:
-            self.ports.log(f"verdict refused: {why}")
-        self.ports.log(
-            f"took {plural(len(accepted.results), 'verdict')} of "
-            f"{plural(len(fanned.shards), 'verify job')} (run {fanned.run_id})"
-        )
-        if self.request.fan_out is not None:
-            # the bisect job: what is owed still goes to this run's next stage of verify jobs
-            return state
-        if accepted.complete:
-            return state.model_copy(update={"verifying": None})
-        losses = fanned.losses + 1
-        missing = ", ".join(str(index) for index in accepted.missing)
-        if losses >= VERIFY_LOSS_LIMIT:
-            self.ports.log(
-                f"verify jobs left shard {missing} without a verdict {losses} times: "
-                "this runner verifies what they owed"
-            )
-            return state.model_copy(update={"verifying": None})
-        self.ports.log(
-            f"verify jobs left shard {missing} without a verdict: its checks are not passed; "
-            f"the stack waits for the next round's verify jobs ({losses} of "
-            f"{VERIFY_LOSS_LIMIT - 1} such rounds)"
-        )
-        self.verify = False
-        return state.model_copy(update={"verifying": fanned.model_copy(update={"losses": losses})})
-
-    def _fanned_out(
-        self, state: BatchRunState, fan_out: FanOut, unverified: Sequence[str]
-    ) -> BatchRunState:
-        """The stack job (stage 1) and the bisect job (stage 2): what the stack owes, as shards
-        for this run's verify jobs when running it here would take longer than the rules
-        allow. Nothing owed by a stack this run began to verify: its round stays for the
-        integrate job (it holds the verdicts so far); else none (the integrate job verifies)."""
-        observed = self.observed
-        earlier = state.verifying
-        this_run = earlier if earlier is not None and earlier.run_id == fan_out.run_id else None
-        if observed is None or observed.top is None or not unverified:
-            return state.model_copy(update={"verifying": None})
-        shards = plan_shards(observed.owed, fan_out.rules)
-        if this_run is not None and (not shards or this_run.stage > 1):
-            return state  # nothing more to fan out in this run
-        if not shards:
-            return state.model_copy(update={"verifying": None})
-        losses = earlier.losses if earlier is not None else 0
-        fanned = add_stage(this_run, shards, observed.top, fan_out.run_id, losses)
-        self.ports.log(shard_line(fanned))
-        return state.model_copy(update={"verifying": fanned})
 
     def _verify_ref(self, before: BatchRunState, state: BatchRunState) -> list[RefUpdate]:
         """The round's verify ref follows `verifying`: the top candidate while verify jobs run
