@@ -17,7 +17,7 @@ import pytest
 
 from imm_action.git.repo import GitRepo
 from imm_action.lanes.local import FORKED, ForkedLane, LocalLanes
-from imm_action.verify.overlays import memory_path
+from imm_action.verify.overlay_memory import memory_path
 from tests.batch_helpers import current, make_project
 from tests.conftest import git
 from tests.integration.test_local_run import imm_run_argv

@@ -19,16 +19,10 @@ import pytest
 
 from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.repo import GitRepo
-from imm_action.verify import overlays
+from imm_action.verify import overlay_memory, overlays
 from imm_action.verify.confine import Confinement, bwrap_path, choose_confinement
-from imm_action.verify.overlays import (
-    OverlayTree,
-    bases_in_memory,
-    memory_path,
-    overlay_tree,
-    taken_tree,
-    tidy_overlays,
-)
+from imm_action.verify.overlay_memory import bases_in_memory, memory_path
+from imm_action.verify.overlays import OverlayTree, overlay_tree, taken_tree, tidy_overlays
 from imm_action.verify.trees import CheckoutTree
 from tests.conftest import git, make_repo, write_files
 
@@ -121,7 +115,8 @@ def _killed_holding_a_tree(
     script = (
         "import contextlib, os, pathlib\n"
         "from imm_action.git.repo import GitRepo\n"
-        "from imm_action.verify.overlays import bases_in_memory, overlay_tree\n"
+        "from imm_action.verify.overlay_memory import bases_in_memory\n"
+        "from imm_action.verify.overlays import overlay_tree\n"
         f"repo = GitRepo(pathlib.Path({str(repo.path)!r}))\n"
         f"with {run}, overlay_tree(repo, {tree!r}, {bwrap!r}):\n"
         "    os._exit(9)\n"
@@ -274,7 +269,7 @@ def test_the_base_lies_in_memory_for_imm_run_and_goes_at_its_end(
     repo, first, _ = history
     with bases_in_memory(), overlay_tree(repo, first, bwrap) as overlay:
         base = overlay.base.parent
-        assert base.is_relative_to(overlays.MEMORY_ROOT)
+        assert base.is_relative_to(overlay_memory.MEMORY_ROOT)
         assert (base.parent.stat().st_mode & 0o777) == 0o700
     tidy_overlays(repo)
     assert not base.exists()
@@ -289,7 +284,7 @@ def test_outside_a_run_the_base_lies_in_the_pool_even_after_one(
     with bases_in_memory():
         pass
     with overlay_tree(repo, first, bwrap) as overlay:
-        assert not overlay.base.is_relative_to(overlays.MEMORY_ROOT)
+        assert not overlay.base.is_relative_to(overlay_memory.MEMORY_ROOT)
     assert not memory_path(repo).exists()
 
 
@@ -314,12 +309,12 @@ def test_a_memory_base_of_a_live_run_or_held_by_a_process_outliving_its_run_stay
             assert overlays._recorded(base) == _tree(repo, first)
         with overlay_tree(repo, first, bwrap) as overlay:
             # the record now names a run that died; this process still works over the base
-            record = json.loads((base / overlays.RUN_RECORD).read_text())
-            (base / overlays.RUN_RECORD).write_text(json.dumps({**record, "run": "1:0"}))
-            overlays.sweep_memory_bases()
+            record = json.loads((base / overlay_memory.RUN_RECORD).read_text())
+            (base / overlay_memory.RUN_RECORD).write_text(json.dumps({**record, "run": "1:0"}))
+            overlay_memory.sweep_memory_bases()
             assert overlays._recorded(base) == _tree(repo, first)
             assert _tree_of_view(overlay, tmp_path) == _tree(repo, first)
-    overlays.sweep_memory_bases()  # held by nobody now
+    overlay_memory.sweep_memory_bases()  # held by nobody now
     assert not base.exists()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.git.repo import GitRepo
-from imm_action.verify.overlays import memory_path
+from imm_action.verify.overlay_memory import memory_path
 from imm_action.verify.trees import checked_out, tidy_pool
 from tests.batch_helpers import current, make_project
 from tests.conftest import descriptor, git

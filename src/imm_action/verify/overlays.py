@@ -30,21 +30,35 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from imm_action.git.errors import GitError
-from imm_action.git.repo import GONE_MODE, GitRepo, TreeEntry
+from imm_action.git.repo import GitRepo, TreeEntry
 from imm_action.verify.confine import Confinement, Overlay
+from imm_action.verify.overlay_changes import differing, is_whiteout, ls_tree, upper_entries
+from imm_action.verify.overlay_layer import (
+    GITLINK_MODE,
+    LINK_MODE,
+    self_and_ancestors,
+    whiteout,
+    write_layer,
+)
+from imm_action.verify.overlay_memory import (
+    BASE_LOCK,
+    claim,
+    fits_in_memory,
+    memory_folder,
+    memory_path,
+    memory_root,
+    remove_base,
+)
 from imm_action.verify.trees import (
     KEEP_TREES_FROM_FILES,
     CheckoutTree,
@@ -57,14 +71,9 @@ from imm_action.verify.trees import (
 )
 
 BASE_SLOT = "base"
-BASE_LOCK = "base.lock"
 BASE_MAKE_LOCK = "base.make"
 ON_DISK_MARK = "base-on-disk"  # this run found no room in memory for the base
-RUN_RECORD = "run.json"  # beside a memory base's files: its repository, the run using it
-MEMORY_ROOT = "/dev/shm"
 PLACE_PREFIX = "overlay-"
-_LINK_MODE = "120000"
-_GITLINK_MODE = "160000"
 _PROBE_TIMEOUT_S = 30.0
 # A layer of more paths than this has the base moved instead, when nobody holds it.
 MOVE_BASE_FROM_PATHS = 2000
@@ -112,11 +121,11 @@ class OverlayTree:
         `writable` (new files, such as caches, are not changes to the tree under test): what
         the upper folder holds over a file of the lower layers and differs from it, and what
         it whites out."""
-        copied, removed = _upper_entries(self.upper)
+        copied, removed = upper_entries(self.upper)
         skip = {folder.strip("/") for folder in writable if folder.strip("/")}
 
         def outside(path: str) -> bool:
-            return not any(at in skip for at in _self_and_ancestors(path))
+            return not any(at in skip for at in self_and_ancestors(path))
 
         # a new file (a cache) has nothing below it: only what the lower layers hold is asked
         over = {path for path in copied if outside(path) and self._below(path)}
@@ -128,15 +137,15 @@ class OverlayTree:
         for path, entry in tracked.items():
             if not outside(path):
                 continue
-            if any(at in removed for at in _self_and_ancestors(path)):
+            if any(at in removed for at in self_and_ancestors(path)):
                 changed.add(path)
             elif path in over:
                 copies[path] = entry
             else:
                 # below a path the upper holds a file or link at: a tracked folder replaced by
                 # a file or a link, the folder itself is the change (issue 42 #1)
-                changed.add(next((at for at in _self_and_ancestors(path) if at in over), path))
-        changed.update(_differing(self.upper, copies, self.repo))
+                changed.add(next((at for at in self_and_ancestors(path) if at in over), path))
+        changed.update(differing(self.upper, copies, self.repo))
         return sorted(changed)
 
     def fresh_view(self, tree: str) -> None:
@@ -156,7 +165,7 @@ class OverlayTree:
             at = self.layer.joinpath(*parts[:depth])
             with contextlib.suppress(FileNotFoundError):
                 status = os.lstat(at)
-                if _is_whiteout(status):
+                if is_whiteout(status):
                     return False
                 if depth == len(parts) or not stat.S_ISDIR(status.st_mode):
                     return depth == len(parts)
@@ -167,14 +176,14 @@ class OverlayTree:
         found: dict[str, TreeEntry] = {}
         ordered = sorted(set(paths))
         for at in range(0, len(ordered), 1000):  # bounded command lines
-            found.update(_ls_tree(self.repo, self.tree, ordered[at : at + 1000], recursive=True))
+            found.update(ls_tree(self.repo, self.tree, ordered[at : at + 1000], recursive=True))
         return found
 
     def written(self) -> list[str] | None:
         """Every path the upper folder holds a file, link or whiteout at (an opaque folder: the
         folder), outside the lane's `.git`; None when another repository lies in the tree
         (`add -A` takes it as a whole)."""
-        copied, removed = _upper_entries(self.upper)
+        copied, removed = upper_entries(self.upper)
         paths: list[str] = []
         for path in sorted({*copied, *removed}):
             if path == ".git" or path.startswith(".git/"):
@@ -202,11 +211,11 @@ class OverlayTree:
         `link`, or None where it is nothing — the tree as the command finds it."""
         if relative in ("", "."):
             return "dir"
-        found = _ls_tree(self.repo, self.tree, [relative], recursive=False).get(relative)
+        found = ls_tree(self.repo, self.tree, [relative], recursive=False).get(relative)
         if found is None:
             return None
-        return {"040000": "dir", "100755": "exec", _LINK_MODE: "link",
-                _GITLINK_MODE: "dir"}.get(found.mode, "file")  # fmt: skip
+        return {"040000": "dir", "100755": "exec", LINK_MODE: "link",
+                GITLINK_MODE: "dir"}.get(found.mode, "file")  # fmt: skip
 
 
 def usable(confinement: Confinement) -> bool:
@@ -230,7 +239,7 @@ def _probe(bwrap: str) -> bool:
         layer = root / "layer"
         layer.mkdir()
         try:
-            _whiteout(layer / "gone")
+            whiteout(layer / "gone")
         except OSError:
             return False
         mount = Overlay((root / "lower", layer), root / "upper", root / "work", str(root / "view"))
@@ -337,160 +346,19 @@ def _base_place(repo: GitRepo, folder: Path, *, making: bool = False) -> Path:
     taker of a run when the checkout fits in a quarter of the free memory; gone at the run's
     end) — writing 100,000 files to a busy disk took 12-42 s here, to memory 1.8 s — else in
     the pool. `making`: the caller holds the lock exclusively and may choose."""
-    memory = _memory_folder(repo)
+    memory = memory_folder(repo)
     if memory is not None and memory.is_dir():
-        _claim(memory, repo)
+        claim(memory, repo)
         return memory
     on_disk = folder / BASE_SLOT
     if making and memory is not None and not (folder / ON_DISK_MARK).exists():
-        if _fits_in_memory(repo, memory):
+        if fits_in_memory(repo, memory):
             memory.mkdir(mode=0o700)
-            _claim(memory, repo)
+            claim(memory, repo)
             return memory
         (folder / ON_DISK_MARK).touch()  # decided for this run
     on_disk.mkdir(mode=0o700, exist_ok=True)
     return on_disk
-
-
-@contextlib.contextmanager
-def bases_in_memory() -> Iterator[None]:
-    """While the block runs (`imm run`, and the lanes and checks it forks), the base lies in
-    memory when it fits; `imm run` removes it at its end (`tidy_overlays`). Outside it (a
-    runner of GitHub's, where nobody would remove it; any other command) the base lies in the
-    pool. First, the bases in memory whose run died go (`sweep_memory_bases`)."""
-    previous = dict(_MEMORY)
-    _MEMORY.update(allowed=True, run=_process_identity(os.getpid()))
-    try:
-        sweep_memory_bases()
-        yield
-    finally:
-        _MEMORY.clear()
-        _MEMORY.update(previous)
-
-
-# `run`: the `imm run` process the bases made in memory belong to (pid and start time)
-_MEMORY: dict[str, object] = {"allowed": False, "run": None}
-
-
-def _memory_root(*, make: bool) -> Path | None:
-    """`/dev/shm/imm-<uid>`, when /dev/shm is there and the folder is imm's user's alone (never
-    one someone else made for us to write into)."""
-    shm = Path(MEMORY_ROOT)
-    if not shm.is_dir():
-        return None
-    mine = shm / f"imm-{os.getuid()}"
-    if make:
-        with contextlib.suppress(FileExistsError):
-            mine.mkdir(mode=0o700)
-    try:
-        status = os.lstat(mine)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
-        return None
-    return mine
-
-
-def _memory_folder(repo: GitRepo) -> Path | None:
-    """`/dev/shm/imm-<uid>/<repository>`, when allowed and the folder above is sound."""
-    if not _MEMORY["allowed"] or _memory_root(make=True) is None:
-        return None
-    return memory_path(repo)
-
-
-def _process_identity(pid: int) -> str | None:
-    """`<pid>:<start time>` of a live process (a pid alone may be reused), None when none."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    fields = status[status.rfind(")") + 2 :].split()
-    return f"{pid}:{fields[19]}" if len(fields) > 19 else None
-
-
-def _claim(memory: Path, repo: GitRepo) -> None:
-    """The memory base's record names this run (and the repository, whose lock says whether
-    anyone works over it), so that another run's sweep leaves it; written on every take, as a
-    run may take up a base a dead run left."""
-    run = _MEMORY["run"]
-    if not isinstance(run, str):
-        return
-    record = memory / RUN_RECORD
-    text = json.dumps({"git_dir": str(repo.common_directory().resolve()), "run": run})
-    with contextlib.suppress(OSError):
-        if record.read_text(encoding="utf-8") == text:
-            return
-    partial = memory / f"{RUN_RECORD}.{os.getpid()}"
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, record)
-
-
-def _run_record(base: Path) -> tuple[Path, str] | None:
-    """The repository's base lock and the run a memory base's record names; None without one
-    (a base being made, or one of an imm before records)."""
-    try:
-        record = json.loads((base / RUN_RECORD).read_text(encoding="utf-8"))
-        return Path(record["git_dir"]) / "imm" / "trees" / BASE_LOCK, str(record["run"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def sweep_memory_bases() -> None:
-    """The bases in memory whose `imm run` died (a SIGKILL, the machine out of memory) and
-    that nobody works over: each held a checkout in RAM until a reboot. A base whose run lives
-    stays, and so does one a process still holds (a lane that outlived its run)."""
-    mine = _memory_root(make=False)
-    if mine is None:
-        return
-    for base in sorted(mine.iterdir()):
-        found = _run_record(base)
-        if found is None or _alive(found[1]):
-            continue
-        lock = found[0]
-        if not lock.parent.is_dir():  # the repository is gone, and with it every holder
-            _remove_base(base)
-            continue
-        with free_to_take(lock) as free:
-            # read again under the lock: another run may have taken the base up meanwhile
-            if free and _run_record(base) == found:
-                _remove_base(base)
-
-
-def _alive(run: str) -> bool:
-    pid, _, _ = run.partition(":")
-    return pid.isdigit() and _process_identity(int(pid)) == run
-
-
-def _remove_base(base: Path) -> None:
-    (base / "tree-id").unlink(missing_ok=True)  # first: a half-removed base is none
-    remove_tree(base)
-
-
-def memory_path(repo: GitRepo) -> Path:
-    """Where the repository's base lies when in memory: one folder per git directory."""
-    name = hashlib.sha256(str(repo.common_directory().resolve()).encode()).hexdigest()[:20]
-    return Path(MEMORY_ROOT) / f"imm-{os.getuid()}" / name
-
-
-def _fits_in_memory(repo: GitRepo, memory: Path) -> bool:
-    """Whether the checkout (its files rounded up to pages, as tmpfs keeps them) takes at most
-    a quarter of what /dev/shm and the machine have free."""
-    try:
-        listing = repo.git.output(["ls-tree", "-r", "-l", "-z", "HEAD"])
-    except GitError:  # no HEAD to size: the pool's disk
-        return False
-    size = 0
-    for record in listing.split("\0"):
-        fields = record.split(None, 4)
-        if len(fields) >= 4 and fields[3].isdigit():
-            size += (int(fields[3]) // 4096 + 1) * 4096
-    free = os.statvfs(memory.parent)
-    room = free.f_bavail * free.f_frsize
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemAvailable:"):
-                room = min(room, int(line.split()[1]) * 1024)
-    return size * 4 <= room
 
 
 def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
@@ -507,11 +375,11 @@ def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
         if not free:
             return
         # in memory: whatever allows it now (an interrupted run tidies after its block)
-        memory = memory_path(repo) if _memory_root(make=False) is not None else None
+        memory = memory_path(repo) if memory_root(make=False) is not None else None
         on_disk = folder / BASE_SLOT
         small = index_entries(on_disk / "index") < threshold
         for base in ([memory] if memory is not None else []) + ([on_disk] if small else []):
-            _remove_base(base)
+            remove_base(base)
         (folder / ON_DISK_MARK).unlink(missing_ok=True)
 
 
@@ -542,143 +410,3 @@ def _index_at(overlay: OverlayTree, wanted: str) -> None:
         [f"--work-tree={overlay.base}", "read-tree", "--reset", wanted],
         env={"GIT_INDEX_FILE": str(overlay.index)},
     )
-
-
-def write_layer(repo: GitRepo, change: Mapping[str, str], layer: Path) -> None:
-    """`change` (`GitRepo.tree_change`: path -> "mode oid", or gone) as files under `layer`:
-    written from the objects, a removed path a whiteout, a path that became a folder a folder
-    over it."""
-    removed = sorted(path for path, value in change.items() if value.startswith(GONE_MODE))
-    written = sorted(path for path, value in change.items() if not value.startswith(GONE_MODE))
-    for path in removed:
-        target = layer / path
-        if _under_non_folder(layer, path):
-            continue  # a folder that became a file: the file hides all below
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not os.path.lexists(target):
-            _whiteout(target)
-    blobs = repo.read_blobs(change[path].split(" ", 1)[1] for path in written)
-    for path in written:
-        mode, oid = change[path].split(" ", 1)
-        target = layer / path
-        _make_parents(layer, path)
-        remove_tree(target)  # a whiteout or folder left by the removals above
-        if mode == _GITLINK_MODE:
-            target.mkdir()
-        elif mode == _LINK_MODE:
-            os.symlink(blobs.get(oid, b"").decode("utf-8", "surrogateescape"), target)
-        else:
-            target.write_bytes(blobs.get(oid, b""))
-            os.chmod(target, 0o755 if mode == "100755" else 0o644)
-
-
-def _under_non_folder(layer: Path, path: str) -> bool:
-    parts = path.split("/")
-    for depth in range(1, len(parts)):
-        at = layer.joinpath(*parts[:depth])
-        if os.path.lexists(at) and not at.is_dir():
-            return True
-    return False
-
-
-def _make_parents(layer: Path, path: str) -> None:
-    """The folders above `path` in the layer; a whiteout or file in their place goes (the tree
-    has a folder there now)."""
-    parts = path.split("/")
-    for depth in range(1, len(parts)):
-        at = layer.joinpath(*parts[:depth])
-        if os.path.lexists(at) and not stat.S_ISDIR(os.lstat(at).st_mode):
-            os.unlink(at)
-        at.mkdir(exist_ok=True)
-
-
-def _whiteout(path: Path) -> None:
-    """The character device 0/0: overlayfs shows no file where a layer has one (any user may
-    make it since Linux 5.8)."""
-    os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(0, 0))
-
-
-def _self_and_ancestors(path: str) -> Iterator[str]:
-    """`a/b/c`, `a/b`, `a`."""
-    while path:
-        yield path
-        path = path.rpartition("/")[0]
-
-
-def _is_whiteout(status: os.stat_result) -> bool:
-    return stat.S_ISCHR(status.st_mode) and status.st_rdev == 0
-
-
-def _upper_entries(upper: Path) -> tuple[set[str], set[str]]:
-    """(paths copied up or made, paths removed) in an upper folder: a whiteout removes its
-    path; an opaque folder (removed and made again) removes all the lower layers had below it."""
-    copied: set[str] = set()
-    removed: set[str] = set()
-    for folder, dirs, files in os.walk(upper):
-        relative = os.path.relpath(folder, upper)
-        prefix = "" if relative == "." else relative + "/"
-        if prefix and _opaque(folder):
-            removed.add(relative)
-        for name in [*files, *dirs]:
-            status = os.lstat(os.path.join(folder, name))
-            if _is_whiteout(status):
-                removed.add(prefix + name)
-            elif not stat.S_ISDIR(status.st_mode):
-                copied.add(prefix + name)
-    return copied, removed
-
-
-def _opaque(folder: str) -> bool:
-    """Whether overlayfs marked `folder` opaque (removed and made again): `user.` where the
-    sandbox mounted it, `trusted.` where root did."""
-    for name in ("user.overlay.opaque", "trusted.overlay.opaque"):
-        with contextlib.suppress(OSError):
-            if os.getxattr(folder, name, follow_symlinks=False) == b"y":
-                return True
-    return False
-
-
-def _ls_tree(
-    repo: GitRepo, tree: str, paths: list[str], *, recursive: bool
-) -> dict[str, TreeEntry]:
-    """`ls-tree` of `tree` at `paths`, taken literally (a file may be named `*`)."""
-    if not paths:
-        return {}
-    args = ["ls-tree", "-z", "--full-tree", *(["-r"] if recursive else []), tree, "--", *paths]
-    listing = repo.git.output(args, env={"GIT_LITERAL_PATHSPECS": "1"})
-    entries: dict[str, TreeEntry] = {}
-    for record in listing.split("\0"):
-        if record:
-            info, _, path = record.partition("\t")
-            mode, _, oid = info.split()
-            entries[path] = TreeEntry(mode, oid, None)
-    return entries
-
-
-def _differing(upper: Path, copies: dict[str, TreeEntry], repo: GitRepo) -> set[str]:
-    """The files copied up that are no longer their tracked entry: the kernel copies a file up
-    when it is opened for writing, or its mode or time set, whether it then differs or not."""
-    differing: set[str] = set()
-    hashed: list[str] = []
-    for path, entry in copies.items():
-        status = os.lstat(upper / path)
-        if stat.S_ISLNK(status.st_mode):
-            target = os.readlink(upper / path).encode("utf-8", "surrogateescape")
-            if entry.mode != _LINK_MODE or repo.read_blobs([entry.oid]).get(entry.oid) != target:
-                differing.add(path)
-        elif (
-            not stat.S_ISREG(status.st_mode)
-            or entry.mode not in ("100644", "100755")
-            or bool(status.st_mode & stat.S_IXUSR) != (entry.mode == "100755")
-            or "\n" in path
-        ):
-            differing.add(path)
-        else:
-            hashed.append(path)
-    if hashed:
-        listing = repo.git.output(["hash-object", "--no-filters", "--stdin-paths"],
-                                  input_text="".join(f"{upper / p}\n" for p in hashed))  # fmt: skip
-        for path, oid in zip(hashed, listing.split(), strict=True):
-            if oid != copies[path].oid:
-                differing.add(path)
-    return differing
