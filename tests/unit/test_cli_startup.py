@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from imm_action.cli import SCHEMA_NAMES
+from imm_action.cli_parser import SCHEMA_NAMES
 from imm_action.model import SCHEMA_MODELS
 
 
