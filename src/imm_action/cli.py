@@ -91,7 +91,8 @@ def _schema(ns: argparse.Namespace, io: CommandIO) -> int:
 
 def _github_client(what: str) -> tuple[GitHubClient, str]:
     """The GitHub client of the Actions environment, and the repository it acts on."""
-    from imm_action.github.client import GitHubClient, build_github
+    from imm_action.github.client import GitHubClient
+    from imm_action.github.transport import build_github
 
     token = credentials.token()
     repository = os.environ.get("GITHUB_REPOSITORY")

@@ -586,7 +586,8 @@ class ActWorld:
 
     def dispatch(self, inputs: Mapping[str, str]) -> None:
         """A person starts imm-batch.yml by hand (the Actions tab, or the API)."""
-        from imm_action.github.client import GitHubClient, build_github
+        from imm_action.github.client import GitHubClient
+        from imm_action.github.transport import build_github
 
         client = GitHubClient(build_github(TOKEN, self.github.url), REPO)
         client.dispatch("imm-batch.yml", "main", dict(inputs))

@@ -17,7 +17,8 @@ from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.source import Initiatives
 from imm_action.commands import command
 from imm_action.console import CommandIO
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from imm_action.lanes.github import GitHubRun
 from imm_action.passes.driver import reconcile
 from tests.batch_helpers import current, make_project, open_local, publish, run_pass

@@ -17,8 +17,9 @@ from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.source import Initiatives
 from imm_action.commands import command, lane, reconcile
 from imm_action.console import CommandIO
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import status_marker
+from imm_action.github.transport import RetryBudget, build_github
 from imm_action.model.state import ChildState
 from imm_action.ports import Ports
 from tests.batch_helpers import current, file_check, make_project

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from tests.fake_github import FakeGitHub
 from tests.fakes.github_openapi import request_problems, validator
 

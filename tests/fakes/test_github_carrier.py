@@ -10,7 +10,8 @@ import pytest
 
 from imm_action.carriers.github import GitHubSource, issue_reference, read_github_initiative
 from imm_action.errors import InputError
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"

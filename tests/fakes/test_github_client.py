@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from imm_action.github.client import (
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import (
     DispatchRefusedError,
     GitHubAuthError,
-    GitHubClient,
     GitHubUnavailableError,
     RetryBudget,
     allows,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from imm_action.batches.repo import pass_ports, pass_request
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from imm_action.integrate.continuation import Stopped
 from imm_action.lanes.github import GitHubLanes, job_carries
 from imm_action.lanes.runners import LaneAtWork, RunnerReport

@@ -14,7 +14,8 @@ from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.source import Initiatives
 from imm_action.commands import reconcile
 from imm_action.console import CommandIO
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from tests.batch_helpers import publish
 from tests.conftest import initiative_files, make_repo
 from tests.fake_github import FakeGitHub, Fault

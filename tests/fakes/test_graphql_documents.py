@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from imm_action.errors import EXIT_INVALID_INPUT
-from imm_action.github.client import (
-    GitHubClient,
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import (
     GitHubQueryError,
     GitHubUnavailableError,
     RetryBudget,

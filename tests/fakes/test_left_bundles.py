@@ -15,7 +15,8 @@ import pytest
 from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.commands import reconcile
 from imm_action.console import CommandIO
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import RetryBudget, build_github
 from imm_action.lanes.github import GitHubRun
 from imm_action.model.state import GithubRunner
 from tests.batch_helpers import current, make_project

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.github.client import GitHubClient, RetryBudget, build_github
+from imm_action.github.client import GitHubClient
 from imm_action.github.reporting import ReportTarget, publish_report, status_comment
+from imm_action.github.transport import RetryBudget, build_github
 from imm_action.integrate.verdict import build_report, verdict
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState

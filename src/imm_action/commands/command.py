@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Protocol, assert_never
 
 from imm_action.console import CommandIO
-from imm_action.github.client import DispatchedRun, GitHubClient, allows
+from imm_action.github.client import GitHubClient
 from imm_action.github.comment_commands import HELP, Command, Unknown, parse_comment
 from imm_action.github.events import IssueCommentEvent, read_event
 from imm_action.github.reporting import needs_continuation
+from imm_action.github.transport import DispatchedRun, allows
 from imm_action.model.state import BatchRunState, BatchState, GithubRunner
 
 BATCH_WORKFLOW = "imm-batch.yml"

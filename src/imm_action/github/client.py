@@ -5,15 +5,12 @@ a check name) before they create, so a retry never duplicates a comment, a PR or
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
-from github import Auth, Github, GithubException, GithubRetry
+from github import Github, GithubException
 from github.Artifact import Artifact
 from github.CheckRun import CheckRun
 from github.IssueComment import IssueComment
@@ -22,154 +19,31 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from github.WorkflowJob import WorkflowJob
 from tenacity import (
-    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
 )
-from urllib3.util.retry import Retry
 
-from imm_action.errors import EXIT_INVALID_INPUT, ImmError
+from imm_action.github.transport import (
+    ArtifactInfo,
+    DispatchedRun,
+    DispatchRefusedError,
+    GitHubAuthError,
+    GitHubQueryError,
+    GitHubUnavailableError,
+    PullRequestsRefusedError,
+    RetryBudget,
+    TransientQueryError,
+    WorkflowJobInfo,
+    job_info,
+    operation_name,
+    query_failure,
+    retriable,
+    retry_wait,
+)
 
 T = TypeVar("T")
-PERMISSION_ORDER = ("none", "read", "triage", "write", "maintain", "admin")
-
-
-class GitHubUnavailableError(ImmError):
-    """GitHub kept failing past our retry budget; nothing half-done was left behind."""
-
-
-class PullRequestsRefusedError(ImmError):
-    """The repository does not let GitHub Actions create pull requests (a setting)."""
-
-
-class GitHubQueryError(ImmError):
-    """GitHub refused a GraphQL query (invalid document, unknown repository or issue, no
-    access): the request's fault, so exit 2 with GitHub's own words."""
-
-    exit_code = EXIT_INVALID_INPUT
-
-
-class GitHubAuthError(ImmError):
-    """GitHub refused the token itself (401): wrong, expired or revoked. Exit 2, nothing done."""
-
-    exit_code = EXIT_INVALID_INPUT
-
-
-class DispatchRefusedError(ImmError):
-    """GitHub refused a workflow dispatch (422: an input the workflow does not declare, a ref
-    that does not exist, no `workflow_dispatch` trigger): no run started; retrying cannot help."""
-
-    exit_code = EXIT_INVALID_INPUT
-
-
-class _TransientQueryError(Exception):
-    """A GraphQL answer whose errors GitHub marks as passing (rate limit, timeout)."""
-
-
-# Error types GitHub gives to failures that a later attempt may not meet.
-_TRANSIENT_TYPES = frozenset({"RATE_LIMITED", "SERVICE_UNAVAILABLE", "TIMEOUT", "INTERNAL"})
-_TRANSIENT_WORDS = ("something went wrong", "timeout", "timed out", "try again")
-_OPERATION = re.compile(r"\b(query|mutation)\s+([_A-Za-z][_0-9A-Za-z]*)")
-
-
-def operation_name(document: str) -> str:
-    found = _OPERATION.search(document)
-    return found.group(2) if found else "(anonymous)"
-
-
-def _query_failure(document: str, errors: Sequence[Any]) -> Exception:
-    messages = [
-        str(error.get("message", error)) if isinstance(error, dict) else str(error)
-        for error in errors
-    ] or ["no message"]
-    types = {str(error.get("type", "")) for error in errors if isinstance(error, dict)}
-    transient = bool(types & _TRANSIENT_TYPES) or any(
-        word in message.lower() for message in messages for word in _TRANSIENT_WORDS
-    )
-    text = f"GitHub refused the GraphQL query {operation_name(document)}: " + "; ".join(messages)
-    return _TransientQueryError(text) if transient else GitHubQueryError(text)
-
-
-@dataclass(frozen=True)
-class DispatchedRun:
-    """The run GitHub started for a dispatch (`return_run_details`)."""
-
-    run_id: int
-    html_url: str
-
-
-@dataclass(frozen=True)
-class ArtifactInfo:
-    """One artifact of a workflow run."""
-
-    id: int
-    name: str
-    size: int
-
-
-@dataclass(frozen=True)
-class WorkflowJobInfo:
-    """What a pass needs of one job of a workflow run."""
-
-    id: int
-    name: str
-    status: str  # queued, in_progress, completed, waiting, requested, pending
-    conclusion: str | None
-    html_url: str
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    attempts: int = 6
-    seconds: float = 120.0
-    max_wait: float = 10.0
-
-
-def build_github(token: str, api_url: str, *, timeout: int = 20) -> Github:
-    # Transport retries only for idempotent methods (GitHub's default retry repeats POST, which
-    # duplicates comments); 403 secondary limits and 5xx are retried, honouring Retry-After.
-    retry = GithubRetry(
-        total=4,
-        backoff_factor=0.2,
-        secondary_rate_wait=5,
-        max_rate_limit_wait=60,
-        allowed_methods=Retry.DEFAULT_ALLOWED_METHODS,
-    )
-    return Github(
-        auth=Auth.Token(token),
-        base_url=api_url,
-        retry=retry,
-        timeout=timeout,
-        per_page=100,
-        seconds_between_requests=None,
-        seconds_between_writes=None,
-        user_agent="imm-action",
-        lazy=True,  # objects are fetched when used: no GET of the repository before each call
-    )
-
-
-def _retriable(error: BaseException) -> bool:
-    if isinstance(error, GithubException):
-        secondary = error.status == 403 and "rate limit" in str(error.data).lower()
-        return error.status >= 500 or error.status == 429 or secondary
-    return isinstance(
-        error, requests.exceptions.RequestException | ConnectionError | _TransientQueryError
-    )
-
-
-def _wait(budget: RetryBudget) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        error = state.outcome.exception() if state.outcome else None
-        headers = getattr(error, "headers", None) or {}
-        after = headers.get("retry-after") or headers.get("Retry-After")
-        if after is not None:
-            return float(min(float(str(after)), budget.max_wait))
-        return float(min(0.1 * 2.0 ** (state.attempt_number - 1), budget.max_wait))
-
-    return wait
 
 
 class GitHubClient:
@@ -210,9 +84,9 @@ class GitHubClient:
     def call(self, what: str, operation: Callable[[], T]) -> T:
         """Run `operation`, again on passing failures, up to the budget; then a clear error."""
         retrying = Retrying(
-            retry=retry_if_exception(_retriable),
+            retry=retry_if_exception(retriable),
             stop=stop_after_attempt(self.budget.attempts) | stop_after_delay(self.budget.seconds),
-            wait=_wait(self.budget),
+            wait=retry_wait(self.budget),
             reraise=True,
         )
         try:
@@ -221,7 +95,7 @@ class GitHubClient:
             GithubException,
             requests.exceptions.RequestException,
             ConnectionError,
-            _TransientQueryError,
+            TransientQueryError,
         ) as error:
             if isinstance(error, GithubException) and error.status == 401:
                 said = error.data.get("message") if isinstance(error.data, dict) else error.data
@@ -229,7 +103,7 @@ class GitHubClient:
                     f"GitHub refused the token while trying to {what} (401 {said}): "
                     "check the token (IMM_TOKEN or GITHUB_TOKEN)"
                 ) from None
-            if _retriable(error):
+            if retriable(error):
                 raise GitHubUnavailableError(
                     f"GitHub kept failing while trying to {what} "
                     f"({self.budget.attempts} attempts): {error}"
@@ -249,10 +123,10 @@ class GitHubClient:
             except GithubException as error:
                 if error.status in (400, 422) and isinstance(error.data, dict):
                     found = error.data.get("errors") or [error.data]
-                    raise _query_failure(query, found) from None
+                    raise query_failure(query, found) from None
                 raise
             if payload.get("errors") or payload.get("data") is None:
-                raise _query_failure(query, payload.get("errors") or [])
+                raise query_failure(query, payload.get("errors") or [])
             data: dict[str, Any] = payload["data"]
             return data
 
@@ -489,7 +363,7 @@ class GitHubClient:
                 WorkflowJob, self._github.requester, url, {"filter": "latest"}, list_item="jobs"
             )
             try:
-                return [_job_info(job) for job in pages]
+                return [job_info(job) for job in pages]
             except GithubException as error:
                 if error.status == 404:
                     return None
@@ -540,21 +414,3 @@ def _new_annotations(
             have.add(key)
             fresh.append(dict(annotation))
     return fresh
-
-
-def _job_info(job: WorkflowJob) -> WorkflowJobInfo:
-    created = job.created_at
-    return WorkflowJobInfo(
-        id=job.id,
-        name=job.name,
-        status=job.status,
-        conclusion=job.conclusion,
-        html_url=job.html_url,
-        created_at=created if created.tzinfo else created.replace(tzinfo=UTC),
-    )
-
-
-def allows(role: str, needed: str) -> bool:
-    """Whether `role` is at least `needed` in GitHub's order of repository roles."""
-    known = {name: rank for rank, name in enumerate(PERMISSION_ORDER)}
-    return known.get(role, 0) >= known.get(needed, len(PERMISSION_ORDER))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from imm_action.github.client import GitHubClient, PullRequestsRefusedError
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import PullRequestsRefusedError
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState, ChildState
 from imm_action.render import github_batch_markdown

@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from imm_action.git.refs import RemoteRefStore
-from imm_action.github.client import GitHubClient, WorkflowJobInfo
+from imm_action.github.client import GitHubClient
+from imm_action.github.transport import WorkflowJobInfo
 from imm_action.lanes.bundles import (
     BUNDLE_SUFFIX,
     BundleNote,
