@@ -11,6 +11,10 @@ from tests.e2e.act_world import ActRun, ActWorld
 TASKS = {"a": [], "b": [], "c": [], "d": []}
 # every round fans out whatever it owes, to at most two runners
 FAN_OUT = "verify_fan_out_seconds: 0\nverify_runners: 2\nmax_parallel: 4\n"
+# the repository's own check (issue 44): owed by every move, fanned out like a task's
+BRANCH_CHECK = (
+    'branch_checks:\n  - name: suite\n    command: python3 -c "import time; time.sleep(1)"\n'
+)
 
 
 def _check(task: str, seconds: float) -> str:
@@ -61,16 +65,22 @@ def _landed(world: ActWorld) -> list[str]:
 def test_a_round_verified_on_verify_jobs_lands_every_task_once_running_no_check_itself(
     world: ActWorld,
 ) -> None:
+    """With a branch check: it is owed on the stack's top like the tasks' checks and runs on a
+    verify runner too (issue 44)."""
     checks = {task: _check(task, 1) for task in TASKS}
-    world.create(TASKS, "shop", checks=checks, config=FAN_OUT)
+    world.create(TASKS, "shop", checks=checks, config=FAN_OUT + BRANCH_CHECK)
     world.dispatch({"initiative": "shop"})
     [run] = world.run_dispatches()
     assert run.jobs["imm stack"] == "succeeded"
     verify = _jobs(run, "imm verify ")
     assert [job.split(" @ ")[0] for job in verify] == ["imm verify 1/2", "imm verify 2/2"]
     assert all(run.jobs[job] == "succeeded" for job in verify)
-    assert "imm: took 4 verdicts of 2 verify jobs" in run.log
-    assert "0 check runs here, 4 on verify runners, every check passed on its top" in run.log
+    assert "imm: took 5 verdicts of 2 verify jobs" in run.log
+    assert "0 check runs here, 5 on verify runners, every check passed on its top" in run.log
+    head = world.remote("rev-parse", "refs/heads/imm/shop").strip()
+    assert [(v["check_id"], v["passed"], v["head"]) for v in world.state()["branch_verdicts"]] == [
+        ("branch:suite", True, head)
+    ]
     assert world.state()["batch_state"] == "completed"
     assert _landed(world) == sorted(TASKS)
     assert world.state()["verifying"] is None
