@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from tests.e2e.act_world import REPO, ActWorld
 
-TASKS = {f"t{index:02d}": [] for index in range(12)}
-FINISHED = ["t00", "t01", "t02", "t03"]
+# Six lanes at once, two of which finish before the run ends: the scenario of twelve and four
+# (issue 31) at half the act jobs (issue 46: a round under act is the suite's dearest part).
+TASKS = {f"t{index:02d}": [] for index in range(6)}
+FINISHED = ["t00", "t01"]
 
 
 def _lanes(run_jobs: dict[str, str]) -> list[str]:
@@ -22,10 +24,10 @@ def test_a_cancelled_run_stops_the_batch_and_the_next_dispatch_runs_only_what_di
     world.create(TASKS, "shop", local=False)
     issue = world.tracker("shop", TASKS)
     world.cancel_after_lanes = len(FINISHED)
-    world.dispatch({"initiative": f"#{issue}", "max_parallel": "12"})
+    world.dispatch({"initiative": f"#{issue}", "max_parallel": "6"})
     cancelled = world.run_dispatch()
     assert "integrate" in cancelled.jobs  # run after the cancel, as GitHub runs `always()` jobs
-    assert "imm: lane t04's job was cancelled with workflow run" in cancelled.log
+    assert "imm: lane t02's job was cancelled with workflow run" in cancelled.log
     repo = world.github.repo(REPO)
     assert len(repo.dispatches) == 1  # the cancelled run dispatched no next round
     state = world.state()
@@ -66,7 +68,7 @@ def test_bundles_a_dead_run_never_imported_are_taken_from_its_artifacts_not_run_
             world.behaviour[task] = "hang"
     world.create(TASKS, "shop")
     world.kill_run_after_lanes = len(FINISHED)
-    world.dispatch({"initiative": "shop", "max_parallel": "12"})
+    world.dispatch({"initiative": "shop", "max_parallel": "6"})
     died = world.run_dispatch()
     assert "integrate" not in died.jobs
     assert len(world.github.repo(REPO).dispatches) == 1
