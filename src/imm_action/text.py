@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
@@ -44,6 +44,19 @@ def cut_note(dropped: int) -> str:
     return f" [… {dropped} bytes cut]"
 
 
+def split_lines(chunk: bytes, take: Callable[[bytes], None], end: Callable[[], None]) -> None:
+    """A chunk of a byte stream cut at its newlines: `take` gets each piece of the line being
+    read, `end` is called where a line ends (the newline itself goes to neither)."""
+    start = 0
+    while start < len(chunk):
+        newline = chunk.find(b"\n", start)
+        take(chunk[start : len(chunk) if newline < 0 else newline])
+        if newline < 0:
+            return
+        end()
+        start = newline + 1
+
+
 class LineReader:
     """Splits a byte stream fed in chunks into clean lines of at most LINE_BYTES bytes each
     (plus a note of what was cut), never holding more than one such line: a 200 MB line costs
@@ -56,15 +69,7 @@ class LineReader:
 
     def feed(self, chunk: bytes) -> list[str]:
         lines: list[str] = []
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            stop = len(chunk) if newline < 0 else newline
-            self._take(chunk[start:stop])
-            if newline < 0:
-                break
-            lines.append(self._emit())
-            start = newline + 1
+        split_lines(chunk, self._take, lambda: lines.append(self._emit()))
         return lines
 
     def finish(self) -> list[str]:

@@ -15,6 +15,7 @@ import re
 from typing import Any, Final
 
 from imm_action.model.spend import MAX_TOKENS, MAX_USD, SESSION_PATTERN, AgentRun, ExecutorReport
+from imm_action.text import split_lines
 
 # Claude Code's result object holds the agent's last message (`result`): a long answer is a
 # long line. Longer than this, the report is lost (cost unknown), never the lane.
@@ -36,17 +37,8 @@ class AgentReportReader:
         self._codex = _CodexTotals()
 
     def feed(self, chunk: bytes) -> None:
-        if self.kind == "none":
-            return
-        start = 0
-        while start < len(chunk):
-            newline = chunk.find(b"\n", start)
-            stop = len(chunk) if newline < 0 else newline
-            self._take(chunk[start:stop])
-            if newline < 0:
-                return
-            self._end_line()
-            start = newline + 1
+        if self.kind != "none":
+            split_lines(chunk, self._take, self._end_line)
 
     def report(self) -> AgentRun:
         """What the output said, once it ended: an empty AgentRun when it said nothing."""
