@@ -57,12 +57,22 @@ def test_the_local_runner_sums_what_its_running_lanes_wrote_and_ignores_what_is_
     tmp_path: Path,
 ) -> None:
     lanes = LocalLanes(own_pid=1)
-    for task, written in (("a", "0.25\n"), ("b", "0.5"), ("c", "nan"), ("d", "-4"), ("e", "x")):
+    written = {"a": "0.25\n", "b": "0.5", "c": "nan", "d": "-4", "e": "x", "ended": "7"}
+    for task, text in written.items():
         log = tmp_path / f"{task}.log"
-        spend_file_of(log).write_text(written)
-        lanes.running[task] = RunningLane(task, None, log, 0.0)  # type: ignore[arg-type]
-    lanes.running["f"] = RunningLane("f", None, tmp_path / "f.log", 0.0)  # type: ignore[arg-type]
+        spend_file_of(log).write_text(text)
+        process = _Process(0 if task == "ended" else None)  # its outcome counts it
+        lanes.running[task] = RunningLane(task, process, log, 0.0)  # type: ignore[arg-type]
+    lanes.running["f"] = RunningLane("f", _Process(None), tmp_path / "f.log", 0.0)  # type: ignore[arg-type]
     assert lanes.in_flight_usd() == pytest.approx(0.75)
+
+
+class _Process:
+    def __init__(self, code: int | None) -> None:
+        self.code = code
+
+    def poll(self) -> int | None:
+        return self.code
 
 
 def test_a_lanes_job_summary_says_what_each_agent_run_cost() -> None:

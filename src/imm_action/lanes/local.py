@@ -241,9 +241,12 @@ class LocalLanes:
             self._on_event(f"lane {lane.task_id} started (log: {log})")
 
     def in_flight_usd(self) -> float:
-        """What the running lanes' agents spent so far, as each lane last wrote it."""
+        """What the running lanes' agents spent so far, as each lane last wrote it. A lane
+        whose process ended is left out: its outcome, which the pass takes, counts it."""
         total = 0.0
         for lane in self.running.values():
+            if lane.process.poll() is not None:
+                continue
             with contextlib.suppress(OSError, ValueError):
                 spent = float(spend_file_of(lane.log).read_text(encoding="utf-8"))
                 total += spent if math.isfinite(spent) and spent > 0 else 0.0
