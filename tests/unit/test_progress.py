@@ -33,3 +33,18 @@ def test_the_live_view_shows_running_lanes_and_recent_events() -> None:
     assert "elapsed" in text
     assert "event 7" in text
     assert "event 2" not in text
+
+
+def test_the_live_view_says_what_the_agents_spent_so_far() -> None:
+    from rich.console import Console
+
+    from imm_action.model.spend import AgentSpend
+    from tests.unit.test_decide import batch, pending
+
+    spent = pending("a").model_copy(
+        update={"spend": AgentSpend(cost_usd=0.42, tokens=12_000, runs=1, attempts=1)}
+    )
+    view = CoordinatorView(state=batch(spent, pending("b")))
+    console = Console(file=io.StringIO(), width=120)
+    console.print(render(view))
+    assert "agents: 1 task, $0.42, 12 k tokens" in console.file.getvalue()  # type: ignore[attr-defined]
