@@ -137,10 +137,10 @@ BATCH_STYLES: Mapping[str, str] = {
 def batch_markdown(
     report: BatchRunReport, state: BatchRunState, commands: Sequence[str] = ()
 ) -> str:
-    costs = cost_column(report)
+    costs = cost_cells(report)
     rows = [
         f"| `{child.task_id}` | {child.state} | {_cell(child.lane_branch)} | {_cell(child.reason)} "
-        f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |{costs.get(child.task_id, '')}"
+        f"| {f'`{child.commit[:12]}`' if child.commit else '—'} |{_cost_cell(costs, child)}"
         for child in report.children
     ]
     return "\n".join(
@@ -161,8 +161,7 @@ def batch_body(
     order = [child.task_id for child in state.children]
     paste = ["", "```", *commands, "```"] if commands else []
     continued = ["", continuation_line(report.continues)] if report.continues else []
-    costs = cost_column(report)
-    notes = {task: cell.strip(" |") for task, cell in costs.items()}
+    costs = cost_cells(report)
     return [
         *continued,
         "",
@@ -179,18 +178,23 @@ def batch_body(
         *adopted_markdown(report),
         *failures_markdown(report.children),
         "```mermaid",
-        mermaid_dag(order, closures, status, [], BATCH_STYLES, notes=notes),
+        mermaid_dag(order, closures, status, [], BATCH_STYLES, notes=costs),
         "```",
         "",
     ]
 
 
-def cost_column(report: BatchRunReport) -> dict[str, str]:
-    """Each task's cost cell (` $0.92 |`) when any agent run reported, else nothing: a table
-    shows a cost column only where a cost is known (issue 45)."""
+def cost_cells(report: BatchRunReport) -> dict[str, str]:
+    """Each task's cost (`$0.92`) when any agent run reported, else nothing: a table shows a
+    cost column only where a cost is known (issue 45)."""
     if report.spend is None or not report.spend.reported:
         return {}
-    return {child.task_id: f" {cost_cell(child.spend)} |" for child in report.children}
+    return {child.task_id: cost_cell(child.spend) for child in report.children}
+
+
+def _cost_cell(costs: Mapping[str, str], child: ReportChild) -> str:
+    """A markdown row's cost cell, when the table has a cost column."""
+    return f" {costs[child.task_id]} |" if costs else ""
 
 
 def adopted_markdown(report: BatchRunReport) -> list[str]:
@@ -399,7 +403,7 @@ def batch_text(
     if report.continues is not None:
         lines.append(continuation_line(report.continues))
     width = max((len(child.task_id) for child in report.children), default=0)
-    costs = {task: f"{cell.strip(' |'):>9}  " for task, cell in cost_column(report).items()}
+    costs = {task: f"{cell:>9}  " for task, cell in cost_cells(report).items()}
     for child in report.children:
         detail = child.commit[:12] if child.commit else (child.reason or "")
         tries, cost = _tries(child), costs.get(child.task_id, "")
@@ -448,7 +452,7 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
     summary: state, the task table with commit links, the failed commands in collapsed
     `<details>`, the `/imm` commands that get it moving, and the DAG coloured by state."""
     rows = []
-    costs = cost_column(report)
+    costs = cost_cells(report)
     for child in report.children:
         commit = (
             f"[`{child.commit[:12]}`]({repository_url}/commit/{child.commit})"
@@ -459,7 +463,7 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
         icon = STATE_ICONS.get(str(child.state), "")
         rows.append(
             f"| {icon} `{child.task_id}` | {child.state} | {lane} | {_cell(child.reason)} "
-            f"| {commit} |{costs.get(child.task_id, '')}"
+            f"| {commit} |{_cost_cell(costs, child)}"
         )
     done = sum(1 for child in report.children if child.state.done)
     return "\n".join(

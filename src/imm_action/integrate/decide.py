@@ -29,7 +29,7 @@ from imm_action.integrate.reasons import (
     PARALLEL_MISMATCH,
     RUN_CANCELLED,
 )
-from imm_action.integrate.spend import cost_budget_used, with_spend
+from imm_action.integrate.spend import cost_budget_used
 from imm_action.lanes.runners import (
     FinishedWithOutcome,
     FinishedWithoutOutcome,
@@ -292,7 +292,7 @@ def decide_lanes(
         outcome = facts.outcome
         if outcome is not None and outcome.attempt == child.attempts:
             # what its agent spent counts, whatever becomes of the lane (issue 45)
-            state = with_spend(state, child.task_id, spend_of_runs(outcome.agent_runs))
+            state = t.spent(state, child.task_id, spend_of_runs(outcome.agent_runs))
             state = _take_outcome(state, child, facts)
             continue
         match facts.runner:
@@ -307,7 +307,7 @@ def decide_lanes(
                 state = t.lane_cancelled(state, child.task_id, why)
             case FinishedWithoutOutcome(conclusion=conclusion, url=url):
                 notes.append(f"lane {child.task_id} ended without an outcome; admitting it again")
-                state = with_spend(state, child.task_id, LOST_SPEND)
+                state = t.spent(state, child.task_id, LOST_SPEND)
                 state = t.lane_lost(state, child.task_id, _lost_why(conclusion, url))
             case Orphaned():
                 state = t.lane_orphaned(state, child.task_id)

@@ -8,6 +8,7 @@ and is shown as unknown: the budget stops admission in time only for agents that
 
 from __future__ import annotations
 
+from imm_action.costs import batch_cost_line
 from imm_action.model.spend import NO_SPEND, AgentSpend, summed
 from imm_action.model.state import BatchRunState
 
@@ -28,12 +29,7 @@ def cost_budget_used(state: BatchRunState, in_flight_usd: float = 0.0) -> bool:
     return limit is not None and line_spend(state).cost_usd + in_flight_usd >= limit
 
 
-def with_spend(state: BatchRunState, task_id: str, spend: AgentSpend) -> BatchRunState:
-    """The state with `spend` added to a child's (an outcome taken, a lane lost)."""
-    children = [
-        child.model_copy(update={"spend": (child.spend or NO_SPEND).plus(spend)})
-        if child.task_id == task_id
-        else child
-        for child in state.children
-    ]
-    return state.model_copy(update={"children": children})
+def cost_line(state: BatchRunState) -> str | None:
+    """The batch's cost line as every view says it (None: no agent reported anything)."""
+    spent = [(child.task_id, child.spend) for child in state.children]
+    return batch_cost_line(spent, state.spent_before, state.budget.max_cost_usd)

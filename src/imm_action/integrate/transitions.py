@@ -14,6 +14,7 @@ from imm_action.integrate.reasons import (
     RUN_CANCELLED,
 )
 from imm_action.model.outcome import Failure
+from imm_action.model.spend import NO_SPEND, AgentSpend
 from imm_action.model.state import (
     UNCONFINED_CAUSES,
     UNCONFINED_MAX,
@@ -285,6 +286,13 @@ def adopt_head(
 def admissions_used(state: BatchRunState) -> int:
     """Children that hold (or held) a lane: what the max_children budget counts."""
     return sum(1 for child in state.children if child.lane is not None)
+
+
+def spent(state: BatchRunState, task_id: str, spend: AgentSpend) -> BatchRunState:
+    """`spend` added to a child's (an outcome taken, a lane lost; issue 45): what was spent,
+    whatever becomes of the lane."""
+    known = child_of(state, task_id).spend or NO_SPEND
+    return _with_child(state, task_id, {"spend": known.plus(spend)})
 
 
 def note_unconfined(state: BatchRunState, causes: Sequence[str]) -> BatchRunState:

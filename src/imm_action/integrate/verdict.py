@@ -6,14 +6,14 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from imm_action.costs import batch_cost_line, money
+from imm_action.costs import money
 from imm_action.integrate.reasons import (
     BASE_CHECK_FAILED,
     HEAD_CHECK_FAILED,
     LINEAGE_BROKEN,
     PLAN_CHANGED,
 )
-from imm_action.integrate.spend import batch_spend, cost_budget_used, line_spend
+from imm_action.integrate.spend import batch_spend, cost_budget_used, cost_line, line_spend
 from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
@@ -299,11 +299,7 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
         branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts],
         spend=spend if spend.runs else None,
-        cost=batch_cost_line(
-            [(child.task_id, child.spend) for child in state.children],
-            state.spent_before,
-            state.budget.max_cost_usd,
-        ),
+        cost=cost_line(state),
     )
 
 

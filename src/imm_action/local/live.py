@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from imm_action.costs import batch_cost_line
+from imm_action.integrate.spend import cost_line
 from imm_action.local.coordinator import CoordinatorView
 from imm_action.local.progress import LIVE_FAILURE_LINES, failure_lines, parked
 
@@ -48,9 +48,7 @@ def render(view: CoordinatorView) -> Group:
         parts.append(
             Text(f"{view.state.batch_id}: {view.state.batch_state} — {summary}", style="bold")
         )
-        state = view.state
-        spent = [(child.task_id, child.spend) for child in state.children]
-        cost = batch_cost_line(spent, state.spent_before, state.budget.max_cost_usd)
+        cost = cost_line(view.state)
         if cost is not None:  # what the agents spent so far (issue 45)
             parts.append(Text(cost))
     table = Table("lane", "elapsed", "log", box=None)
