@@ -109,12 +109,13 @@ def found_suites(repo: Path) -> list[str]:
 def branch_checks_proposal(repo: Path) -> str:
     """The config's `branch_checks`, proposed from what `found_suites` finds, commented out
     for the user to confirm (ADR 0061): a suite imm guessed must never gate unasked."""
-    suites = found_suites(repo) or ["make test"]
+    found = found_suites(repo)
+    suites = found or ["make test"]
     lines = [
         "",
         "# The repository's own checks, which every move of the batch branch must pass besides",
         "# the tasks' checks, verified on the base before any lane starts (ADR 0061). "
-        + ("Found here:" if found_suites(repo) else "For example:"),
+        + ("Found here:" if found else "For example:"),
         "# branch_checks:",
         *(f"#   - {suite}" for suite in suites),
         "# And whether later moves rerun every task's checks (all) or the branch checks alone",
