@@ -233,12 +233,17 @@ def _reset(checkout: CheckoutTree, tree: str) -> None:
     checkout._git(["read-tree", "--reset", "-u", tree])
 
 
+# `find` runs in the tree it searches: it goes back to the folder it started in when done, and
+# fails where imm's working folder is one imm's user cannot enter (imm started as another user
+# from a folder only its owner enters: test_sandbox_sudo.py run from a `mktemp -d` clone).
+
+
 def _sweep(root: Path) -> None:
     """Every symlink, FIFO, socket and device under `root` removed (see the module's step 2)."""
     subprocess.run(
         ["find", str(root), "-xdev", "(", "-type", "l", "-o", "-type", "p", "-o", "-type", "s",
          "-o", "-type", "b", "-o", "-type", "c", ")", "-delete"],
-        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S,
+        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S, cwd=root,
     )  # fmt: skip
 
 
@@ -247,7 +252,7 @@ def _special_files(root: Path) -> bool:
     found = subprocess.run(
         ["find", str(root), "-xdev", "-path", str(root / ".git"), "-prune", "-o", "(", "-type",
          "p", "-o", "-type", "s", "-o", "-type", "b", "-o", "-type", "c", ")", "-print", "-quit"],
-        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S,
+        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S, cwd=root,
     )  # fmt: skip
     return bool(found.stdout)
 
