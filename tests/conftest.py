@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,12 @@ GIT_ENV = {
 }
 
 
+# `python3` in a test executor, a check or a stand-in is the interpreter running the tests, as
+# in an activated virtual environment, never a version manager's shim (pyenv's runs about 80 ms
+# of bash before Python starts: a third of the suite's time went there; docs/decisions/0064)
+INTERPRETER_FIRST = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 # What the test executors read (tests/lane_executor.py and the others): passed to them the way
 # an operator passes a variable (`IMM_EXECUTOR_ENV`), since the IMM_ prefix no longer passes
 TEST_EXECUTOR_ENV = (
@@ -49,6 +56,7 @@ TEST_EXECUTOR_ENV = (
 def pinned_git(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PATH", INTERPRETER_FIRST)
     monkeypatch.setenv("IMM_EXECUTOR_ENV", TEST_EXECUTOR_ENV)
     # the tests' folders, where test executors and checks leave evidence: the operator's
     # writable folders of the sandbox (confine.py); everything else stays read-only to them
