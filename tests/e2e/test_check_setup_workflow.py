@@ -18,28 +18,22 @@ def test_b_names_itself():
 """
 
 
-def test_without_check_setup_the_lanes_and_the_integrators_checks_see_the_runners_tools(
+def test_without_check_setup_the_checks_see_the_runners_tools_and_a_missing_one_names_the_key(
     world: ActWorld,
 ) -> None:
-    checks = {"b": descriptor(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_b.py"])}
-    world.create({"a": [], "b": []}, "guard", checks=checks, files={"test_b.py": TEST_B})
+    """b's check runs the runner's pytest and lands; c's runs a program nothing installs and
+    parks in its lane, naming `check_setup` (one world for both, issue 46)."""
+    checks = {
+        "b": descriptor(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_b.py"]),
+        "c": descriptor(["--version"], executable="imm-no-such-tool"),
+    }
+    world.create({"a": [], "b": [], "c": []}, "guard", checks=checks, files={"test_b.py": TEST_B})
     world.dispatch({"initiative": "guard"})
     world.run_dispatches()
     children = {c["task_id"]: c for c in world.state()["children"]}
     assert children["a"]["state"] == "integrated"
     assert children["b"]["state"] == "integrated"
-
-
-def test_a_check_whose_program_nothing_installs_parks_in_its_lane_naming_check_setup(
-    world: ActWorld,
-) -> None:
-    checks = {"b": descriptor(["--version"], executable="imm-no-such-tool")}
-    world.create({"a": [], "b": []}, "guard", checks=checks)
-    world.dispatch({"initiative": "guard"})
-    world.run_dispatches()
-    children = {c["task_id"]: c for c in world.state()["children"]}
-    assert children["a"]["state"] == "integrated"
-    assert children["b"]["state"] == "needs_human"
-    assert "batch_integration_check_failed" not in children["b"]["reason"]  # never landed
-    findings = " ".join(f.get("error") or "" for f in children["b"].get("findings", []))
-    assert "check_setup" in findings + str(children["b"].get("failures", ""))
+    assert children["c"]["state"] == "needs_human"
+    assert "batch_integration_check_failed" not in children["c"]["reason"]  # never landed
+    findings = " ".join(f.get("error") or "" for f in children["c"].get("findings", []))
+    assert "check_setup" in findings + str(children["c"].get("failures", ""))
