@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -37,6 +38,11 @@ GIT_ENV = {
     "GIT_COMMITTER_DATE": "1700000000 +0000",
 }
 
+
+# A suite started in the background of a script (`.ci/run &`) inherits SIGINT ignored, and so
+# would every `imm run` it starts: the tests of what a person's Ctrl-C does need it delivered.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # `python3` in a test executor, a check or a stand-in is the interpreter running the tests, as
 # in an activated virtual environment, never a version manager's shim (pyenv's runs about 80 ms
