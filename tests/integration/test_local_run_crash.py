@@ -4,6 +4,7 @@ dead coordinator are not counted as attempts."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -128,6 +129,18 @@ def test_a_lane_ctrl_c_reaches_before_it_opens_its_log_ends_130_without_a_traceb
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err
     assert "KeyboardInterrupt" not in captured.err
+
+
+def _heap_frozen_here() -> int:
+    return 0 if gc.get_freeze_count() > 0 else 1
+
+
+def test_a_forked_lane_finds_its_inheritance_frozen_and_the_coordinator_keeps_collecting() -> None:
+    """A lane's collector never walks the coordinator's objects (it would copy their pages):
+    they are frozen in the lane, and the coordinator takes its own back at once."""
+    lane = ForkedLane(_heap_frozen_here)
+    assert lane.wait(30) == 0
+    assert gc.get_freeze_count() == 0
 
 
 def _sleeps() -> int:

@@ -8,6 +8,7 @@ takes its lanes along — so it is started again without counting an attempt."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import multiprocessing
 import os
@@ -69,7 +70,7 @@ class ForkedLane:
         # A Ctrl-C during the fork raised in the child's at-fork handlers (a stray traceback)
         # or in the parent before it held the child (a lane nobody ended, which kept the run's
         # stderr open): both wait until the child is known (issue 41 #7).
-        with _signals_deferred() as deferred:
+        with _signals_deferred() as deferred, frozen_heap():
             self._process = context.Process(
                 target=_exit_with, args=(target, deferred), daemon=False
             )
@@ -100,6 +101,18 @@ class ForkedLane:
     def sentinel(self) -> int:
         """Ready to read once the lane ended: what the coordinator waits on."""
         return self._process.sentinel
+
+
+@contextlib.contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Around a fork: what the child inherits is frozen in it (`gc.freeze`), so its collector
+    never walks the parent's objects, never writes their headers and so never copies the
+    parent's memory page by page (copy-on-write); the parent takes them back at once."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 # Every lane forked by this process, from the moment it exists until it is reaped: one a

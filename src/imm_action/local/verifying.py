@@ -31,6 +31,7 @@ from pathlib import Path
 from imm_action.git import GitRunner
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.landing import ready_to_integrate
+from imm_action.lanes.local import frozen_heap
 from imm_action.masking import Masker
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
 from imm_action.model.state import BatchRunState
@@ -123,7 +124,8 @@ class BackgroundChecks:
             ),
             daemon=False,
         )
-        process.start()
+        with frozen_heap():
+            process.start()
         send.close()  # the worker holds the sending end; a lane forked later must not
         self._worker = _Worker(process, receive)
 
