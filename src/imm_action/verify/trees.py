@@ -233,28 +233,31 @@ def _reset(checkout: CheckoutTree, tree: str) -> None:
     checkout._git(["read-tree", "--reset", "-u", tree])
 
 
-# `find` runs in the tree it searches: it goes back to the folder it started in when done, and
-# fails where imm's working folder is one imm's user cannot enter (imm started as another user
-# from a folder only its owner enters: test_sandbox_sudo.py run from a `mktemp -d` clone).
+# FIFOs, sockets and devices, as a `find` expression
+_SPECIAL_TYPES = ("-type", "p", "-o", "-type", "s", "-o", "-type", "b", "-o", "-type", "c")
+
+
+def _find(root: Path, *expression: str) -> bytes:
+    """`find root -xdev expression…`'s output. It runs in the tree it searches: `find` goes back
+    to the folder it started in when done, and fails where imm's working folder is one imm's
+    user cannot enter (imm started as another user from a folder only its owner enters:
+    test_sandbox_sudo.py run from a `mktemp -d` clone)."""
+    return subprocess.run(
+        ["find", str(root), "-xdev", *expression],
+        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S, cwd=root,
+    ).stdout  # fmt: skip
 
 
 def _sweep(root: Path) -> None:
     """Every symlink, FIFO, socket and device under `root` removed (see the module's step 2)."""
-    subprocess.run(
-        ["find", str(root), "-xdev", "(", "-type", "l", "-o", "-type", "p", "-o", "-type", "s",
-         "-o", "-type", "b", "-o", "-type", "c", ")", "-delete"],
-        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S, cwd=root,
-    )  # fmt: skip
+    _find(root, "(", "-type", "l", "-o", *_SPECIAL_TYPES, ")", "-delete")
 
 
 def _special_files(root: Path) -> bool:
     """Whether a FIFO, socket or device lies in the tree (outside `.git`)."""
-    found = subprocess.run(
-        ["find", str(root), "-xdev", "-path", str(root / ".git"), "-prune", "-o", "(", "-type",
-         "p", "-o", "-type", "s", "-o", "-type", "b", "-o", "-type", "c", ")", "-print", "-quit"],
-        check=True, capture_output=True, timeout=_CHECKOUT_TIMEOUT_S, cwd=root,
-    )  # fmt: skip
-    return bool(found.stdout)
+    git_folder = str(root / ".git")
+    return bool(_find(root, "-path", git_folder, "-prune", "-o", "(", *_SPECIAL_TYPES, ")",
+                      "-print", "-quit"))  # fmt: skip
 
 
 def _discard(checkout: CheckoutTree) -> None:
