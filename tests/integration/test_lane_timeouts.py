@@ -25,10 +25,13 @@ def _lane(tmp_path: Path, lane_setup: str, executor: str, timeout_s: float) -> d
         base_head=git(repo_path, "rev-parse", "HEAD").strip(), attempt=0, qa_failure_limit=1,
         executor=executor, lane_setup=lane_setup, timeout_s=timeout_s,
     )  # fmt: skip
-    result = run_lane(
-        spec, LocalRefStore(repo), Verifier(repo, ResultCache(), path_env=os.environ["PATH"]),
-        environment=os.environ, log=io.StringIO(), git_date=lambda: "1700000000 +0000",
-    )  # fmt: skip
+    try:
+        result = run_lane(
+            spec, LocalRefStore(repo), Verifier(repo, ResultCache(), path_env=os.environ["PATH"]),
+            environment=os.environ, log=io.StringIO(), git_date=lambda: "1700000000 +0000",
+        )  # fmt: skip
+    finally:
+        repo.close()  # its cat-file, which the collector would otherwise find still running
     return result.outcome.model_dump(mode="json")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -57,6 +58,13 @@ class RunArgs:
 
 
 def run(args: RunArgs, ports: Ports) -> int:
+    # the repository's git helpers (its `cat-file --batch`) end with the command, not with the
+    # process: `run` is also called in-process, and a helper left to the collector is a leak
+    with contextlib.ExitStack() as opened:
+        return _run(args, ports, opened)
+
+
+def _run(args: RunArgs, ports: Ports, opened: contextlib.ExitStack) -> int:
     io = ports.io
     # Signals are ours from the first line: a Ctrl-C or SIGTERM that comes while the batch is
     # still being opened ends the same way as one during the lanes, with the command to resume.
@@ -70,6 +78,7 @@ def run(args: RunArgs, ports: Ports) -> int:
                 max_children=args.max_children,
                 max_cost_usd=args.max_cost_usd,
             )
+            opened.callback(batch_repo.repo.close)
             for line in config_warning_lines(batch_repo):
                 io.warn(line)
             coordinator, progress = _coordinator(args, io, batch_repo)
