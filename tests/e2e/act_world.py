@@ -451,9 +451,9 @@ class ActWorld:
                     self.killed_verify.append(argv[argv.index(b"--shard") + 1].decode())
                     return
 
-    def lane_job_limit_s(self) -> float | None:
-        """The lane job's `timeout-minutes` as the shipped workflow sets it (from the plan
-        job's outputs of this run), in seconds; None until the plan job said it."""
+    def lane_limit_output(self) -> str | None:
+        """The plan job's step output the shipped workflow sets the lane job's
+        `timeout-minutes` from (None: a fixed limit, or none)."""
         workflow = YAML(typ="safe").load(
             (self.work / ".github/workflows/imm-batch.yml").read_text(encoding="utf-8")
         )
@@ -463,21 +463,23 @@ class ActWorld:
         if found is None:
             return None
         source = str(jobs["plan"]["outputs"][found["name"]])
-        step_output = source.rsplit(".", 1)[1].rstrip(" }")
-        value = self._plan_outputs.get(step_output)
-        return None if value is None else float(value) * 60
+        return source.rsplit(".", 1)[1].rstrip(" }")
 
     def _end_jobs_at_their_limit(self, done: threading.Event) -> None:
         """What GitHub does and act does not: a lane job still running at its `timeout-minutes`
         is cancelled. Its `imm lane --phase work` is killed (the executor, in the sandbox, dies
         with it); the job's later `if: always()` steps still run, as on GitHub."""
+        # read once a run: parsed on every tick, the workflow cost the test process more CPU
+        # than anything else it did (issue 46)
+        step_output = self.lane_limit_output()
         while not done.wait(0.2):
             if self._cancelled_run is not None:
                 for task in list(self._lane_jobs):
                     self._kill_lane_work(task)
-            limit = self.lane_job_limit_s()
-            if limit is None:
-                continue
+            value = None if step_output is None else self._plan_outputs.get(step_output)
+            if value is None:
+                continue  # until the plan job said it
+            limit = float(value) * 60
             for task, started in list(self._lane_jobs.items()):
                 if time.monotonic() - started < limit:
                     continue
