@@ -180,8 +180,9 @@ def test_a_real_packages_pytest_with_the_callers_venv_lands_every_task_as_root(
     code = {f"calc/{t}.py": f"def {t}():\n    return {i}\n" for i, t in enumerate("ab")}
     tests = {f"tests/test_{t}.py": f"from calc.{t} import {t}\n\ndef test_{t}():\n"
              f"    assert {t}() == {i}\n" for i, t in enumerate("ab")}  # fmt: skip
-    checks = {t: descriptor(["-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/test_{t}.py"],
-                            executable="python") for t in "ab"}  # fmt: skip
+    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    checks = {t: descriptor([*pytest, f"tests/test_{t}.py"], executable="python")
+              for t in "ab"}  # fmt: skip
     scopes = {t: [f"calc/{t}.py", f"tests/test_{t}.py"] for t in "ab"}
     repo = make_project(tmp_path / "r", {"a": [], "b": []}, checks=checks, extra_files=PACKAGE,
                         scopes=scopes)  # fmt: skip
