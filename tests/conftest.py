@@ -39,31 +39,6 @@ GIT_ENV = {
 }
 
 
-# Which kinds of test file go first (issue 46). xdist hands out whole files (`--dist loadfile`),
-# by default those with the most tests first: the end-to-end files, one to three tests of 15-100 s
-# of act runs each, came last, and the last of them ran on alone while the other processes sat
-# idle. Collected in this order and handed out so: act runs first; then the fake-GitHub files,
-# which mostly wait out GitHub's backoffs, while the integration files keep the cores busy; the
-# many short unit files fill the end.
-KINDS_IN_ORDER = ("tests/e2e/", "tests/fakes/", "tests/integration/", "tests/unit/")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    asked = "--loadscope-reorder" in config.invocation_params.args
-    if hasattr(config.option, "loadscopereorder") and not asked:
-        config.option.loadscopereorder = False
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def kind(item: pytest.Item) -> int:
-        path = item.path.relative_to(config.rootpath).as_posix()
-        return next(
-            (n for n, k in enumerate(KINDS_IN_ORDER) if path.startswith(k)), len(KINDS_IN_ORDER)
-        )
-
-    items.sort(key=kind)  # stable: a file's tests keep their order, files stay whole
-
-
 # A suite started in the background of a script (`.ci/run &`) inherits SIGINT ignored, and so
 # would every `imm run` it starts: the tests of what a person's Ctrl-C does need it delivered.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
