@@ -15,7 +15,7 @@ import pytest
 
 from imm_action.model.outcome import CheckResult
 from tests.batch_helpers import current, file_check, head_of, make_project, run_pass, work
-from tests.conftest import descriptor, git, run_cli
+from tests.conftest import PYTEST_CHECK, descriptor, git, run_cli
 
 _HELPERS = "def _add(a, b):\n    return a + b\n"
 _RENAMED = "def _plus(a, b):\n    return a + b\n"
@@ -32,13 +32,8 @@ def _pytest_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
-# hypothesis's pytest plugin, which this suite's interpreter has and the package's tests never
-# use, is half of every check's 0.4 s start (issue 46: 38 pytest runs in this file)
-PYTEST = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-
-
 def _pytest_check(test_file: str) -> str:
-    return descriptor([*PYTEST, test_file])
+    return descriptor([*PYTEST_CHECK, test_file])
 
 
 def _package(tmp_path: Path, tasks: dict[str, list[str]], max_parallel: int) -> Path:
@@ -78,7 +73,7 @@ def _suite_passes_on_branch(repo: Path, tmp_path: Path) -> bool:
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, *PYTEST, "tests"],
+        [sys.executable, *PYTEST_CHECK, "tests"],
         cwd=tree, capture_output=True, text=True, check=False,
     )  # fmt: skip
     return done.returncode == 0

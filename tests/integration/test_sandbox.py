@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.batch_helpers import current, make_project
-from tests.conftest import descriptor
+from tests.conftest import PYTEST_CHECK, descriptor
 from tests.isolation_probe import running_with
 
 TOKEN = "ghs_" + uuid.uuid4().hex + "SANDBOX"  # what imm holds: found nowhere lane code looks
@@ -180,8 +180,7 @@ def test_a_real_packages_pytest_with_the_callers_venv_lands_every_task_as_root(
     code = {f"calc/{t}.py": f"def {t}():\n    return {i}\n" for i, t in enumerate("ab")}
     tests = {f"tests/test_{t}.py": f"from calc.{t} import {t}\n\ndef test_{t}():\n"
              f"    assert {t}() == {i}\n" for i, t in enumerate("ab")}  # fmt: skip
-    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
-    checks = {t: descriptor([*pytest, f"tests/test_{t}.py"], executable="python")
+    checks = {t: descriptor([*PYTEST_CHECK, f"tests/test_{t}.py"], executable="python")
               for t in "ab"}  # fmt: skip
     scopes = {t: [f"calc/{t}.py", f"tests/test_{t}.py"] for t in "ab"}
     repo = make_project(tmp_path / "r", {"a": [], "b": []}, checks=checks, extra_files=PACKAGE,
