@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.generate import bench_git, scratch_with_repo, write_project  # noqa: E402
-from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request  # noqa: E402
+from imm_action.batches.pass_inputs import pass_ports, pass_request  # noqa: E402
+from imm_action.batches.repo import open_batch_repo  # noqa: E402
 from imm_action.carriers.source import Initiatives, NoIssueSource  # noqa: E402
 from imm_action.integrate.store import StateStore  # noqa: E402
 from imm_action.lanes.outcome import publish_outcome  # noqa: E402

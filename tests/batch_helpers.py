@@ -10,7 +10,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from imm_action.batches.repo import BatchRepo, open_batch_repo, pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
+from imm_action.batches.repo import BatchRepo, open_batch_repo
 from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.git.refs import RefStore
 from imm_action.git.repo import GitRepo

@@ -14,8 +14,9 @@ from imm_action.console import CommandIO
 from imm_action.errors import EXIT_INVALID_INPUT
 
 Handler = Callable[[argparse.Namespace, CommandIO], int]
-# The formats `imm schema` prints: the keys of imm_action.model.SCHEMA_MODELS, spelled here so
-# that building the parser loads no model (tests/unit/test_cli_startup.py keeps them equal).
+# The formats `imm schema` prints: the keys of imm_action.model.schemas.SCHEMA_MODELS, spelled
+# here so that building the parser loads no model (tests/unit/test_cli_startup.py keeps them
+# equal).
 SCHEMA_NAMES = (
     "config", "descriptor", "initiative", "intent", "plan", "report", "state", "verdict",
 )  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.batches.operations import RepoBatchOperations
-from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.carriers.github import GitHubSource
 from imm_action.carriers.source import Initiatives
 from imm_action.commands import command

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.github.client import GitHubClient
 from imm_action.github.transport import RetryBudget, build_github
 from imm_action.integrate.continuation import Stopped

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.local.verifying import BackgroundChecks, CheckSettings
 from imm_action.masking import NO_MASK
 from imm_action.passes.driver import reconcile

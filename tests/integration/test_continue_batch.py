@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.integrate.continuation import Stopped
 from imm_action.passes.driver import reconcile
 from tests.batch_helpers import current, file_check, make_project, open_local, run_pass

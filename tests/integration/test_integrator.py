@@ -221,7 +221,8 @@ def test_a_lane_whose_imm_run_died_is_started_again_without_counting_an_attempt(
     import dataclasses
     import subprocess
 
-    from imm_action.batches.repo import open_batch_repo, pass_ports, pass_request
+    from imm_action.batches.pass_inputs import pass_ports, pass_request
+    from imm_action.batches.repo import open_batch_repo
     from imm_action.carriers.source import Initiatives, NoIssueSource
     from imm_action.lanes.local import LocalLanes
     from imm_action.model.state import LocalRunner

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.batches.repo import pass_ports, pass_request
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.git.refs import LocalRefStore
 from imm_action.git.repo import RefUpdate
 from imm_action.integrate.continuation import Stopped

@@ -6,8 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from imm_action.cli_parser import SCHEMA_NAMES
-from imm_action.model import SCHEMA_MODELS
+from imm_action.model.schemas import SCHEMA_MODELS
 
 
 def test_the_cli_offers_every_schema_the_models_have() -> None:
@@ -33,3 +35,21 @@ def test_imm_version_loads_neither_pydantic_nor_any_model() -> None:
 def test_imm_help_loads_neither_pydantic_nor_any_model() -> None:
     loaded = _modules_loaded_by("--help")
     assert "pydantic" not in loaded
+
+
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [
+        ("lane", ["lane", "--batch-id", "b", "--task", "t", "--phase", "work"]),
+        ("verify", ["verify", "--batch-id", "b", "--shard", "1"]),
+        ("status", ["status", "s"]),
+    ],
+)
+def test_the_commands_that_run_no_pass_load_neither_the_pass_nor_pygithub(
+    command: str, argv: list[str]
+) -> None:
+    # A GitHub job runs a dozen of these: the pass and its decisions, or PyGithub, would add
+    # 40-130 ms of import to each (ADR 0064).
+    loaded = _modules_loaded_by(*argv, "--repo", "/nonexistent")
+    assert f"imm_action.commands.{command}" in loaded  # its handler ran
+    assert not loaded & {"imm_action.passes.observe", "imm_action.integrate.decide", "github"}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.commands.schema import schema_text
-from imm_action.model import SCHEMA_MODELS
+from imm_action.model.schemas import SCHEMA_MODELS
 from tests.conftest import run_cli
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2] / "docs" / "schema"

@@ -8,13 +8,8 @@ from functools import partial
 from pathlib import Path
 
 from imm_action.batches.output import print_report
-from imm_action.batches.repo import (
-    check_place,
-    executor_to_print,
-    open_batch_repo,
-    pass_ports,
-    pass_request,
-)
+from imm_action.batches.pass_inputs import pass_ports, pass_request
+from imm_action.batches.repo import check_place, executor_to_print, open_batch_repo
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError

@@ -18,13 +18,12 @@ from imm_action.actions.runtime import (
 )
 from imm_action.actions.summary import config_warnings_markdown, pass_summary
 from imm_action.batches.output import exit_code_for, print_report
+from imm_action.batches.pass_inputs import pass_ports, pass_request
 from imm_action.batches.repo import (
     BatchRepo,
     check_place,
     config_warning_lines,
     open_batch_repo,
-    pass_ports,
-    pass_request,
     with_overrides,
 )
 from imm_action.console import CommandIO

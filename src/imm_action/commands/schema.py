@@ -8,7 +8,7 @@ from pathlib import Path
 
 from imm_action.console import CommandIO
 from imm_action.errors import UsageError
-from imm_action.model import SCHEMA_MODELS, json_schema
+from imm_action.model.schemas import SCHEMA_MODELS, json_schema
 
 
 @dataclass(frozen=True)

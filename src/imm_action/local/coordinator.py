@@ -14,14 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
-from imm_action.batches.repo import (
-    BatchRepo,
-    PlanMemo,
-    check_place,
-    logs_folder,
-    pass_ports,
-    pass_request,
-)
+from imm_action.batches.pass_inputs import PlanMemo, pass_ports, pass_request
+from imm_action.batches.repo import BatchRepo, check_place, logs_folder
 from imm_action.credentials import token
 from imm_action.errors import ImmError
 from imm_action.git import GitError
