@@ -302,8 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if argv is None:
         # Python's exit collects every object the command made (pydantic's schemas, the
-        # modules'): up to a third of a short command's CPU, and a GitHub job runs a dozen of
-        # them. Only that last collection is skipped: atexit hooks still run, and what the
+        # modules'): a tenth to a quarter of a short command's CPU, and a GitHub job runs a
+        # dozen of them. Only that last collection is skipped: atexit hooks still run, and what the
         # command opened it closed itself (ADR 0064).
         gc.freeze()
     if code == EXIT_BROKEN_PIPE:
