@@ -23,7 +23,7 @@ from imm_action.carriers.intents import IntentFile, read_intents
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.carriers.source import InitiativeSource, initiatives_at
 from imm_action.errors import InputError, Problem, UsageError
-from imm_action.git import GitError, is_work_tree
+from imm_action.git import GitError, work_tree_top
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import GIT_OID_PATTERN
 from imm_action.model.config import (
@@ -55,15 +55,20 @@ def open_repo(path: Path) -> Path:
     It need not be the work tree's top, so a project in a sub-folder (like `examples/shop`) can
     be planned and checked in place.
     """
+    return locate_repo(path)[0]
+
+
+def locate_repo(path: Path) -> tuple[Path, Path]:
+    """`open_repo`'s project directory, and the top of the work tree it lies in."""
     if not path.is_dir():
         raise UsageError(f"--repo {path}: no such directory")
     try:
-        inside = is_work_tree(path)
+        top = work_tree_top(path)
     except GitError:
-        inside = False
-    if not inside:
+        top = None
+    if top is None:
         raise UsageError(f"--repo {path}: not inside a git work tree (run: git init)")
-    return path.resolve()
+    return path.resolve(), top
 
 
 # The action's `config` input: the config's path relative to the repository root.

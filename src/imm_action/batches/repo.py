@@ -12,7 +12,7 @@ from pathlib import Path
 
 from imm_action.carriers.source import InitiativeSource
 from imm_action.errors import Problem, UsageError
-from imm_action.git import GitError, GitRunner, repo_root
+from imm_action.git import GitRunner
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.model.common import format_timestamp
@@ -24,7 +24,7 @@ from imm_action.verify.leftovers import remove_left_by_dead
 from imm_action.workspace import (
     load_config,
     load_config_at,
-    open_repo,
+    locate_repo,
 )
 
 
@@ -115,12 +115,8 @@ def config_warning_lines(batch_repo: BatchRepo) -> list[str]:
 
 def open_batch_repo(path: Path, remote: str | None, initiatives: InitiativeSource) -> BatchRepo:
     """The repository a batch runs in: its work tree root, and where its refs live."""
-    project = open_repo(path)
-    try:
-        root = repo_root(project)
-    except GitError:
-        raise UsageError(f"--repo {path}: not a git work tree") from None
-    if root.resolve() != project.resolve():
+    project, root = locate_repo(path)
+    if root.resolve() != project:
         raise UsageError(f"--repo {path}: batches run at the top of a work tree ({root})")
     repo = GitRepo(root, GitRunner(root))
     refs: RefStore = LocalRefStore(repo) if remote is None else RemoteRefStore(repo, remote)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_NEEDS_HUMAN, EXIT_OK
-from imm_action.git import repo_root
 from imm_action.model.config import CONFIG_PATH
 from imm_action.scaffold.files import changes_for, default_action
-from imm_action.workspace import open_repo
+from imm_action.workspace import locate_repo
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class InitArgs:
 
 
 def run(args: InitArgs, io: CommandIO) -> int:
-    root = repo_root(open_repo(args.repo))
+    root = locate_repo(args.repo)[1]
     action = args.action or default_action(root)
     changes = changes_for(root, action, pin_action=args.action is not None)
     for change in changes:

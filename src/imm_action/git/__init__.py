@@ -14,14 +14,15 @@ def tracked_paths(repo: Path, pathspec: str) -> set[str]:
     return {path for path in listing.split("\0") if path}
 
 
-def repo_root(path: Path) -> Path:
-    """The top of the work tree containing `path`."""
-    return Path(GitRunner(path).output(["rev-parse", "--show-toplevel"]).strip())
-
-
-def is_work_tree(path: Path) -> bool:
-    result = GitRunner(path).run(["rev-parse", "--is-inside-work-tree"], ok_codes=(0, 128))
-    return result.exit_code == 0 and result.stdout.strip() == "true"
+def work_tree_top(path: Path) -> Path | None:
+    """The top of the git work tree `path` lies in; None when it lies in none (a bare repository,
+    a git directory, no repository). One git process: every command asks this first."""
+    asked = ["rev-parse", "--is-inside-work-tree", "--show-toplevel"]
+    result = GitRunner(path).run(asked, ok_codes=(0, 128))
+    lines = result.stdout.splitlines()
+    if result.exit_code != 0 or len(lines) < 2 or lines[0] != "true":
+        return None
+    return Path(lines[1])
 
 
 __all__ = [
@@ -33,9 +34,8 @@ __all__ = [
     "GitRetriable",
     "GitRunner",
     "changed_paths",
-    "is_work_tree",
-    "repo_root",
     "tracked_paths",
+    "work_tree_top",
 ]
 
 

@@ -32,10 +32,7 @@ class GitRepo(WorkTrees):
         directory, object store) and the objects read so far, but its own object reader — a
         `cat-file` process serves the process that started it only."""
         copy = GitRepo(self.path, self.git)
-        copy._objects_dir = self._objects_dir
-        copy._git_dir = self._git_dir
-        copy._common_dir = self._common_dir
-        copy._objects_path = self._objects_path
+        copy._layout = self._layout
         # facts about immutable objects: shared, not copied (a fork has its own memory anyway)
         copy._ancestry = self._ancestry
         copy._commits = self._commits
@@ -46,8 +43,11 @@ class GitRepo(WorkTrees):
     def configured_identity(self) -> Identity | None:
         """The user's `user.name` and `user.email` as this repository's git sees them; None
         when either is unset."""
-        values = [
-            self.git.run(["config", "--get", key], ok_codes=(0, 1)).stdout.strip()
-            for key in ("user.name", "user.email")
-        ]
-        return Identity(values[0], values[1]) if all(values) else None
+        # both keys in one git process; as `--get` would, the last value of a key counts
+        asked = ["config", "-z", "--get-regexp", r"^user\.(name|email)$"]
+        found: dict[str, str] = {}
+        for entry in self.git.run(asked, ok_codes=(0, 1)).stdout.split("\0"):
+            key, _, value = entry.partition("\n")
+            found[key] = value.strip()
+        name, email = found.get("user.name", ""), found.get("user.email", "")
+        return Identity(name, email) if name and email else None

@@ -3,11 +3,19 @@ found out about its objects (which never change)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from imm_action.git.objects import CommitInfo, ObjectReader
 from imm_action.git.runner import GitRunner
+
+
+@dataclass(frozen=True)
+class RepoLayout:
+    git_dir: Path
+    common_dir: Path  # shared by all worktrees
+    objects_dir: Path
+    object_format: str  # "sha1" or "sha256"
 
 
 class RepoBase:
@@ -15,10 +23,7 @@ class RepoBase:
         self.path = path
         self.git = runner or GitRunner(path)
         self._objects = ObjectReader(self.git)
-        self._objects_dir: Path | Literal[False] | None = None
-        self._git_dir: Path | None = None
-        self._common_dir: Path | None = None
-        self._objects_path: Path | None = None
+        self._layout: RepoLayout | None = None
         # (ancestor, descendant) -> answer, for object ids only: commits never change
         self._ancestry: dict[tuple[str, str], bool] = {}
         # object id -> parsed commit, and a folder's tree content digest -> its files: objects
@@ -31,26 +36,32 @@ class RepoBase:
     def close(self) -> None:
         self._objects.close()
 
+    def layout(self) -> RepoLayout:
+        """Where this repository keeps its git directory and objects: asked of git once, in one
+        process (a repository's layout does not change while imm works in it)."""
+        if self._layout is None:
+            asked = ["--absolute-git-dir", "--git-common-dir", "--show-object-format"]
+            found = self.git.output(["rev-parse", *asked, "--git-path", "objects"]).splitlines()
+            git_dir, common, object_format, objects = found[:4]
+            self._layout = RepoLayout(
+                Path(git_dir),
+                (self.path / common).resolve(),
+                (self.path / objects).resolve(),
+                object_format,
+            )
+        return self._layout
+
     def git_directory(self) -> Path:
         """This repository's git directory, absolute."""
-        if self._git_dir is None:
-            found = self.git.output(["rev-parse", "--absolute-git-dir"]).strip()
-            self._git_dir = Path(found)
-        return self._git_dir
+        return self.layout().git_dir
 
     def common_directory(self) -> Path:
         """The git directory shared by all worktrees of this repository, absolute."""
-        if self._common_dir is None:
-            found = self.git.output(["rev-parse", "--git-common-dir"]).strip()
-            self._common_dir = (self.path / found).resolve()
-        return self._common_dir
+        return self.layout().common_dir
 
     def objects_directory(self) -> Path:
         """Where this repository keeps its objects, absolute (shared by linked worktrees)."""
-        if self._objects_path is None:
-            found = self.git.output(["rev-parse", "--git-path", "objects"]).strip()
-            self._objects_path = (self.path / found).resolve()
-        return self._objects_path
+        return self.layout().objects_dir
 
     def __del__(self) -> None:
         self._objects.close()
@@ -63,8 +74,5 @@ class RepoBase:
 
     def _loose_objects(self) -> Path | None:
         """Where this SHA-1 repository keeps loose objects; None for other object formats."""
-        if self._objects_dir is None:
-            found = self.git.output(["rev-parse", "--show-object-format", "--git-path", "objects"])
-            object_format, objects = found.splitlines()
-            self._objects_dir = (self.path / objects) if object_format == "sha1" else False
-        return self._objects_dir or None
+        layout = self.layout()
+        return layout.objects_dir if layout.object_format == "sha1" else None

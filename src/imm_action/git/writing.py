@@ -128,10 +128,7 @@ class ObjectWriting(ObjectReading):
         number of loose objects, not in the repository's size, and safe while others write
         (an object written meanwhile stays loose; a loose copy goes only once packed). Fewer
         than `at_least` loose objects stay as they are."""
-        objects = (
-            self._loose_objects()
-            or self.path / self.git.output(["rev-parse", "--git-path", "objects"]).strip()
-        )
+        objects = self.objects_directory()
         names = []
         for folder in os.listdir(objects):
             if len(folder) == 2:
