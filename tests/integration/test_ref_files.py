@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from imm_action.git.ref_files import read_ref_files
+from imm_action.git.ref_files import list_ref_files, read_ref_files
 from imm_action.git.repo import GitRepo
 from tests.conftest import git, make_repo
 
@@ -31,6 +31,11 @@ def _for_each_ref(repo: Path, names: list[str]) -> dict[str, str | None]:
         if name in found:
             found[name] = oid
     return found
+
+
+def _listed_by_git(repo: Path, prefix: str) -> dict[str, str]:
+    listing = git(repo, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+    return {name: oid for oid, name in (line.split(" ", 1) for line in listing.splitlines())}
 
 
 def _commits(repo: Path) -> list[str]:
@@ -68,6 +73,10 @@ def test_refs_read_from_the_files_are_the_refs_git_reads(
             git(repo, "pack-refs", "--all", *(["--prune"] if which else ["--no-prune"]))
         # plain names, plain files: read directly every time, never handed to git
         assert read_ref_files(repo / ".git", NAMES) == _for_each_ref(repo, NAMES)
+        for prefix in ("refs/imm/", "refs/imm/lanes/", "refs/heads/"):
+            listed = list_ref_files(repo / ".git", prefix)
+            assert listed == _listed_by_git(repo, prefix), prefix
+            assert list(listed or {}) == sorted(listed or {})  # in git's order
 
 
 def test_a_loose_ref_wins_over_its_packed_copy(tmp_path: Path) -> None:
@@ -158,3 +167,40 @@ def test_a_branch_head_is_the_branch_else_what_the_name_names(tmp_path: Path) ->
     assert reader.branch_head("base") == second
     assert reader.branch_head("v1") == first  # no such branch: the name as git reads it
     assert reader.branch_head("missing") is None
+
+
+def test_a_folder_listing_skips_lock_and_dot_files_as_git_does(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    old, new = _commits(repo)
+    git(repo, "update-ref", "refs/imm/batches/b", old)
+    folder = repo / ".git/refs/imm/batches"
+    (folder / "b.lock").write_text(new + "\n")  # a writer at work
+    (folder / ".hidden").write_text(new + "\n")
+    listed = list_ref_files(repo / ".git", "refs/imm/batches/")
+    assert listed == _listed_by_git(repo, "refs/imm/batches/") == {"refs/imm/batches/b": old}
+
+
+def test_a_folder_holding_what_git_might_read_otherwise_is_listed_by_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    old, _ = _commits(repo)
+    git(repo, "update-ref", "refs/imm/batches/b", old)
+    git(repo, "symbolic-ref", "refs/imm/batches/alias", "refs/imm/batches/b")
+    assert list_ref_files(repo / ".git", "refs/imm/batches/") is None
+    expected = {"refs/imm/batches/alias": old, "refs/imm/batches/b": old}
+    assert GitRepo(repo).list_refs("refs/imm/batches/") == expected
+    (repo / ".git/refs/imm/batches/alias").unlink()
+    (repo / ".git/refs/imm/batches/with space").write_text(old + "\n")
+    assert list_ref_files(repo / ".git", "refs/imm/batches/") is None
+
+
+def test_folders_git_might_list_otherwise_are_left_to_git(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    for prefix in ["refs/imm", "refs/bisect/", "refs/", "refs/imm/../", "HEAD/"]:
+        assert list_ref_files(repo / ".git", prefix) is None, prefix
+    (repo / ".git" / "reftable").mkdir()
+    assert list_ref_files(repo / ".git", "refs/imm/") is None
+
+
+def test_a_folder_with_no_refs_lists_none(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    assert list_ref_files(repo / ".git", "refs/imm/batches/") == {}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from imm_action.git.errors import GitConflict
-from imm_action.git.ref_files import read_head_branch, read_ref_files
+from imm_action.git.ref_files import list_ref_files, read_head_branch, read_ref_files
 from imm_action.git.runner import IMM_GIT_MARK
 from imm_action.git.writing import ObjectWriting
 
@@ -37,6 +37,9 @@ class RefUpdate:
 class RefAccess(ObjectWriting):
     def list_refs(self, prefix: str) -> dict[str, str]:
         """Every ref under `prefix` (a folder like `refs/imm/batches/`) with its object id."""
+        direct = list_ref_files(self.common_directory(), prefix)
+        if direct is not None:
+            return direct
         listing = self.git.output(["for-each-ref", "--format=%(objectname) %(refname)", prefix])
         refs = {}
         for line in listing.splitlines():

@@ -7,6 +7,8 @@ and is safe against git's writers: a loose ref is replaced by a rename (its file
 value or the new one, never half), a loose ref wins over its packed copy, and `pack-refs`
 writes `packed-refs` before it deletes the loose files it packed.
 
+A folder of refs is listed the same way (the loose files under it, then `packed-refs`).
+
 Anything this module does not fully understand returns None, and the caller asks git: a
 reftable repository, a per-worktree ref, a name git might read differently (`..`, a
 `.lock`, odd characters), a symbolic ref, a file that holds no object id, an unreadable
@@ -15,6 +17,7 @@ file, or a `packed-refs` line it cannot parse.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +48,60 @@ def read_ref_files(common_dir: Path, names: Sequence[str]) -> dict[str, str | No
                 return None
         found[name] = packed.get(name)
     return found
+
+
+def list_ref_files(common_dir: Path, prefix: str) -> dict[str, str] | None:
+    """Every ref under the folder `prefix` (`refs/imm/batches/`) with its object id, sorted by
+    name as `git for-each-ref` lists them; None when git must answer. The loose files are
+    read before `packed-refs`, as for a single ref: a ref `pack-refs` moved is found in one of
+    the two, and one deleted meanwhile is either still loose (read before the deletion) or in
+    neither."""
+    if not prefix.endswith("/") or not _plain(prefix[:-1]) or prefix.startswith(_PER_WORKTREE):
+        return None
+    if (common_dir / "reftable").exists():
+        return None
+    found: dict[str, str] = {}
+    if not _walk_loose(common_dir, prefix, found):
+        return None
+    packed = _packed(common_dir / "packed-refs")
+    if packed is None:
+        return None
+    for name, oid in packed.items():
+        if name.startswith(prefix):
+            found.setdefault(name, oid)
+    return dict(sorted(found.items()))
+
+
+def _walk_loose(common_dir: Path, folder: str, found: dict[str, str]) -> bool:
+    """Add the loose refs under `folder` to `found`; False when git must answer."""
+    try:
+        entries = list(os.scandir(common_dir / folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return True  # nothing loose under it (a folder deleted meanwhile too)
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.name.startswith(".") or entry.name.endswith(".lock"):
+            continue  # git skips these too: a writer's lock, never a ref
+        name = folder + entry.name
+        if not _plain(name):
+            return False
+        try:
+            if entry.is_symlink():
+                return False  # git may read it as a symbolic ref
+            is_folder = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            return False
+        if is_folder:
+            if not _walk_loose(common_dir, name + "/", found):
+                return False
+            continue
+        loose = _loose(common_dir / name)
+        if loose is None:
+            return False  # a symbolic ref, a link, an unexpected file: git knows
+        if loose:
+            found[name] = loose
+    return True
 
 
 def read_head_branch(git_dir: Path, common_dir: Path) -> str | None:
