@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from imm_action.git import work_tree_top
 from imm_action.git.repo import GitRepo, Identity
 from tests.conftest import git, make_repo
 
@@ -177,3 +178,41 @@ def test_a_tree_change_read_in_process_is_what_git_diff_tree_finds(
     expected = {path: " ".join(token.split(" ")[1:4:2]) for token, path in pairs
                 if token.startswith(":")}  # fmt: skip
     assert GitRepo(diff_repo).tree_change(old, new) == expected
+
+
+def test_a_repositorys_layout_is_what_git_says_of_each_part(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"))
+    layout = GitRepo(tmp_path / "linked").layout()
+    asked = ["--absolute-git-dir", "--git-common-dir", "--git-path", "objects"]
+    said = git(tmp_path / "linked", "rev-parse", *asked).splitlines()
+    assert layout.git_dir == Path(said[0])
+    assert layout.common_dir == (tmp_path / "linked" / said[1]).resolve() == repo / ".git"
+    assert layout.objects_dir == (tmp_path / "linked" / said[2]).resolve()
+    assert layout.object_format == "sha1"
+
+
+def test_the_top_of_a_work_tree_is_found_from_a_folder_inside_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"docs/a.md": "a\n"})
+    assert work_tree_top(repo / "docs") == repo
+
+
+def test_a_git_directory_a_bare_repository_and_a_plain_folder_lie_in_no_work_tree(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    git(tmp_path, "init", "-q", "--bare", "bare.git")
+    (tmp_path / "plain").mkdir()
+    for folder in (repo / ".git", tmp_path / "bare.git", tmp_path / "plain"):
+        assert work_tree_top(folder) is None, folder
+
+
+def test_the_users_identity_is_the_last_value_of_each_key(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    assert GitRepo(repo).configured_identity() is None  # the tests' git has no user.*
+    git(repo, "config", "user.name", "First")
+    assert GitRepo(repo).configured_identity() is None  # no e-mail yet
+    git(repo, "config", "--add", "user.name", "Second Name")
+    git(repo, "config", "user.email", "second@example.com")
+    expected = Identity("Second Name", "second@example.com")
+    assert GitRepo(repo).configured_identity() == expected
