@@ -79,7 +79,7 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
         return _work(args, io, batch_repo, batch_repo.refs)
     if not isinstance(batch_repo.refs, RemoteRefStore):
         raise UsageError(f"--phase {args.phase} needs --remote (the refs live on a remote)")
-    handoff = handoff_path(_git_dir(batch_repo), args.batch_id, args.task_id)
+    handoff = handoff_path(batch_repo.repo.git_directory(), args.batch_id, args.task_id)
     if args.phase == "fetch":
         batch_repo.refs.refresh()
         _admitted_lane(args, batch_repo.refs)
@@ -115,10 +115,6 @@ def _bundle(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, handoff: Path)
         write_outputs(args.actions, {"artifact": name, "bundle": str(args.bundle)})
     io.warn(f"imm lane {args.task_id}: bundled its outcome in {args.bundle} ({name})")
     return EXIT_OK
-
-
-def _git_dir(batch_repo: BatchRepo) -> Path:
-    return Path(batch_repo.repo.git.output(["rev-parse", "--absolute-git-dir"]).strip())
 
 
 def _admitted_lane(args: LaneArgs, refs: RefStore) -> tuple[BatchRunState, Lane]:
