@@ -197,7 +197,11 @@ class ActWorld:
     # of its --local-repository actions from parallel jobs unguarded and dies of it now and then
     # ("fatal error: concurrent map read and map write", nektos/act#6055, #6138, unreleased),
     # which failed test_verify_fan_out.py once. GitHub runs every job of a matrix side by side;
-    # a benchmark that measures that sets its own figure and accepts the risk.
+    # a benchmark that measures that sets its own figure and accepts the risk. This bounds the
+    # jobs of a stage, not a matrix's entries: act runs those by the job's `max-parallel`. The
+    # lanes' is an expression act cannot evaluate ("Failed to parse 'max-parallel' option" in
+    # its log), so lanes run one by one in the plan's order; the verify jobs' is 64, so they run
+    # side by side and the race above can still end a run with verify jobs (nektos/act#6055).
     concurrent_jobs: int | None = 1
     act_timeout_s: float = ACT_TIMEOUT_S  # a run still going then is killed (a test hangs no CI)
     # (time.monotonic(), line) of every line act wrote, when a benchmark asks for it
