@@ -226,6 +226,9 @@ class ActWorld:
     _killed_run: int | None = None
     _cancelled_run: int | None = None
     _lanes_succeeded: int = 0
+    # The step each job failed first, by job name; why a run was cut short (see _premise_broken)
+    _failed_steps: dict[str, str] = field(default_factory=dict)
+    _broken_premise: str | None = None
 
     @property
     def work(self) -> Path:
@@ -414,6 +417,8 @@ class ActWorld:
             self._lane_jobs.clear()
             self._plan_outputs.clear()
             self._cancelled_run, self._lanes_succeeded = None, 0
+            self._failed_steps.clear()
+            self._broken_premise = None
             threading.Thread(target=self._kill_lanes_asked, args=(watching,), daemon=True).start()
             threading.Thread(target=self._kill_a_verify_job, args=(watching,), daemon=True).start()
             threading.Thread(target=self._end_jobs_at_their_limit, args=(watching,),
@@ -435,6 +440,10 @@ class ActWorld:
         crash = act_crash(run.log)
         if crash is not None:
             raise AssertionError(f"{crash}; its log: {self.root / f'act-{run_id}.log'}")
+        if self._broken_premise is not None:
+            raise AssertionError(
+                f"{self._broken_premise}; its log: {self.root / f'act-{run_id}.log'}"
+            )
         self.runs.append(run)
         return run
 
@@ -557,7 +566,9 @@ class ActWorld:
                 self._lane_jobs[name.removeprefix("imm lane ")] = time.monotonic()
             self._record_job(run_id, name, "in_progress", None)
         elif failed:
-            jobs[github_job_name(failed["job"])] = "failed"
+            name = github_job_name(failed["job"])
+            jobs[name] = "failed"
+            self._failed_steps.setdefault(name, line.split("❌", 1)[1].strip())
         elif ended:
             name = github_job_name(ended["job"])
             self._lane_jobs.pop(name.removeprefix("imm lane "), None)
@@ -572,16 +583,28 @@ class ActWorld:
                     self._cancelled_run = run_id
                 if self._lanes_succeeded == self.kill_run_after_lanes:
                     self._kill_run(run_id)
+            elif name.startswith("imm lane ") and conclusion == "failure":
+                self._premise_broken(run_id, name)
+
+    def _premise_broken(self, run_id: int, name: str) -> None:
+        """A lane job failed while the scenario waits for lanes to succeed (cancel_after_lanes,
+        kill_run_after_lanes): the lanes after it hang by design, so act would run to its
+        limit and the test fail later for another reason. The run ends now, and the test fails
+        naming the job and the step that failed."""
+        wanted = self.cancel_after_lanes or self.kill_run_after_lanes
+        if wanted is None or self._lanes_succeeded >= wanted or self._cancelled_run is not None:
+            return
+        step = self._failed_steps.get(name, "no step said it failed")
+        self._broken_premise = (
+            f"{name} failed ({step}) when the scenario needed {wanted} lane jobs to succeed "
+            f"first ({self._lanes_succeeded} had): the run was ended, not left to act's limit"
+        )
+        self._end_act(run_id)
 
     def _kill_run(self, run_id: int) -> None:
         """The run dies with its lanes at work: act and every lane's `imm lane` are killed; the
         jobs that had not ended, and those that never started, end `cancelled`."""
-        self._killed_run = run_id
-        for task in list(self._lane_jobs):
-            self._kill_lane_work(task)
-        if self._act is not None:
-            with contextlib.suppress(OSError):
-                os.killpg(self._act.pid, signal.SIGKILL)
+        self._end_act(run_id)
         ended = {
             job["name"]
             for job in self.github.repo(REPO).jobs.values()
@@ -591,6 +614,15 @@ class ActWorld:
             name = f"imm lane {child['task_id']}"
             if child["state"] == "lane_admitted" and name not in ended:
                 self._record_job(run_id, name, "completed", "cancelled")
+
+    def _end_act(self, run_id: int) -> None:
+        """act and every lane's `imm lane` of the run killed; what act wrote after is ignored."""
+        self._killed_run = run_id
+        for task in list(self._lane_jobs):
+            self._kill_lane_work(task)
+        if self._act is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self._act.pid, signal.SIGKILL)
 
     def _record_job(self, run_id: int, name: str, status: str, conclusion: str | None) -> None:
         """Tell the fake what GitHub's jobs endpoint would now say about job `name`."""
