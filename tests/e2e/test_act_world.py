@@ -4,6 +4,7 @@ saying why (ADR 0064, fifth turn)."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,12 +14,21 @@ NOT_A_RUN = 999  # the fake GitHub holds no such run: the world reports no job t
 
 
 @pytest.fixture
-def act_stand_in() -> subprocess.Popen[bytes]:
-    """What the world kills when it ends a run: a process group of its own, as act's is."""
+def act_stand_in(world: ActWorld) -> Iterator[subprocess.Popen[bytes]]:
+    """What the world kills when it ends a run, as its act: a process group of its own."""
     process = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    world._act = process  # type: ignore[assignment]
     yield process
     process.kill()
     process.wait()
+
+
+# t00's lane job succeeded, t01's started: the scenario's first lanes, as act logs them
+FIRST_LANE_DONE = (
+    "[imm-batch/imm lane t00-1] ⭐ Run Set up job",
+    "[imm-batch/imm lane t00-1] 🏁  Job succeeded",
+    "[imm-batch/imm lane t01-2] ⭐ Run Set up job",
+)
 
 
 def _log(world: ActWorld, *lines: str) -> None:
@@ -34,12 +44,9 @@ def test_a_lane_failing_before_the_lanes_a_scenario_waits_for_ends_the_run_namin
     world: ActWorld, act_stand_in: subprocess.Popen[bytes]
 ) -> None:
     world.kill_run_after_lanes = 2
-    world._act = act_stand_in  # type: ignore[assignment]
     _log(
         world,
-        "[imm-batch/imm lane t00-1] ⭐ Run Set up job",
-        "[imm-batch/imm lane t00-1] 🏁  Job succeeded",
-        "[imm-batch/imm lane t01-2] ⭐ Run Set up job",
+        *FIRST_LANE_DONE,
         "[imm-batch/imm lane t01-2]   ❌  Failure - Main Fetch the lane's batch",
         "[imm-batch/imm lane t01-2]   ❌  Failure - Main Bundle the lane",
         "[imm-batch/imm lane t01-2] 🏁  Job failed",
@@ -54,12 +61,9 @@ def test_a_lane_failing_once_the_wanted_lanes_succeeded_is_the_scenarios_own(
     world: ActWorld, act_stand_in: subprocess.Popen[bytes]
 ) -> None:
     world.cancel_after_lanes = 1
-    world._act = act_stand_in  # type: ignore[assignment]
     _log(
         world,
-        "[imm-batch/imm lane t00-1] ⭐ Run Set up job",
-        "[imm-batch/imm lane t00-1] 🏁  Job succeeded",
-        "[imm-batch/imm lane t01-2] ⭐ Run Set up job",
+        *FIRST_LANE_DONE,
         "[imm-batch/imm lane t01-2]   ❌  Failure - Main imm lane",
         "[imm-batch/imm lane t01-2] 🏁  Job failed",
     )
