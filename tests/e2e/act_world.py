@@ -402,13 +402,14 @@ class ActWorld:
             argv += ["--concurrent-jobs", str(self.concurrent_jobs)]
         lines: list[str] = []
         jobs: dict[str, str] = {}
+        log_path = self.root / f"act-{run_id}.log"
         with (
             subprocess.Popen(
                 argv, cwd=self.work, env=self._environment(), stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace",
                 start_new_session=True,  # its steps die with it when the world kills the run
             ) as process,
-            (self.root / f"act-{run_id}.log").open("w", encoding="utf-8") as log,
+            log_path.open("w", encoding="utf-8") as log,
         ):  # fmt: skip
             self._act, self._killed_run = process, None
             timer = threading.Timer(self.act_timeout_s, process.kill)
@@ -437,13 +438,9 @@ class ActWorld:
                 timer.cancel()
                 watching.set()
         run = ActRun(event, workflow, run_id, exit_code, jobs, "".join(lines))
-        crash = act_crash(run.log)
-        if crash is not None:
-            raise AssertionError(f"{crash}; its log: {self.root / f'act-{run_id}.log'}")
-        if self._broken_premise is not None:
-            raise AssertionError(
-                f"{self._broken_premise}; its log: {self.root / f'act-{run_id}.log'}"
-            )
+        proves_nothing = act_crash(run.log) or self._broken_premise
+        if proves_nothing is not None:
+            raise AssertionError(f"{proves_nothing}; its log: {log_path}")
         self.runs.append(run)
         return run
 
@@ -592,8 +589,8 @@ class ActWorld:
         limit and the test fail later for another reason. The run ends now, and the test fails
         naming the job and the step that failed."""
         wanted = self.cancel_after_lanes or self.kill_run_after_lanes
-        if wanted is None or self._lanes_succeeded >= wanted or self._cancelled_run is not None:
-            return
+        if wanted is None or self._lanes_succeeded >= wanted:
+            return  # (a run cancelled or killed at `wanted` ends its lanes as it means to)
         step = self._failed_steps.get(name, "no step said it failed")
         self._broken_premise = (
             f"{name} failed ({step}) when the scenario needed {wanted} lane jobs to succeed "
