@@ -91,6 +91,21 @@ def test_a_folders_files_are_listed_by_name_with_gits_blob_ids(tmp_path: Path) -
     assert files == expected  # the sub-folder is no file
 
 
+def test_a_folder_of_a_sha256_repository_is_listed_with_its_long_blob_ids(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "--object-format=sha256")
+    (repo / "d").mkdir()
+    for name in ("a.json", "b.json"):
+        (repo / "d" / name).write_text(name)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "two")
+    expected = {
+        name: git(repo, "rev-parse", f"HEAD:d/{name}").strip() for name in ("a.json", "b.json")
+    }
+    assert GitRepo(repo).folder_files("HEAD", "d") == expected
+
+
 def test_a_missing_folder_or_a_file_has_no_listing(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", {"d/a.json": "a\n"})
     reader = GitRepo(repo)

@@ -139,7 +139,7 @@ class ObjectReading(RepoBase):
         return known
 
     def _object_id_size(self) -> int:
-        return 20 if self._loose_objects() is not None else 32
+        return 20 if self.layout().object_format == "sha1" else 32
 
     def tree_entries(
         self, commit: str, paths: Sequence[str], *, recursive: bool
