@@ -74,3 +74,38 @@ def test_a_closed_stdout_ends_imm_quietly(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=60)
     assert process.returncode == 141
     assert err == b""
+
+
+def _config_problems(tmp_path: Path, config: str) -> list[str]:
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
+    done = _imm(repo, "check")
+    assert done.returncode == 2, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith(".github/imm.yml:")]
+
+
+def test_a_branch_checks_empty_command_is_one_problem_at_the_commands_line(
+    tmp_path: Path,
+) -> None:
+    """A command line or a mapping: the form written is the one judged, never both at once."""
+    config = "max_parallel: 2\nbranch_checks:\n  - name: suite\n    command: ''\n"
+    problems = _config_problems(tmp_path, config)
+    assert problems == [".github/imm.yml:4: branch_checks.0.command: the command is empty"]
+
+
+def test_a_branch_checks_descriptor_command_is_judged_as_a_descriptor_at_its_line(
+    tmp_path: Path,
+) -> None:
+    config = "branch_checks:\n  - command:\n      executable: 'a b'\n"
+    problems = _config_problems(tmp_path, config)
+    assert problems == [
+        ".github/imm.yml:3: branch_checks.0.command.executable: 'a b' is neither a tool name "
+        "(letters, digits, _.+-) nor './<repo file>'"
+    ]
+
+
+def test_a_branch_check_neither_a_line_nor_a_mapping_is_one_problem(tmp_path: Path) -> None:
+    problems = _config_problems(tmp_path, "branch_checks:\n  - 42\n")
+    assert problems == [
+        ".github/imm.yml:2: branch_checks.0: must be a command line, or a mapping with a "
+        "command (and a name, an environment, the paths it reads)"
+    ]

@@ -7,13 +7,14 @@ import shlex
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from imm_action.model.common import Identifier, StrictModel
 from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 from imm_action.model.spend import ExecutorReport, Usd
+from imm_action.model.validation import LINE_FORM, MAPPING_FORM
 
 CONFIG_PATH = ".github/imm.yml"
 
@@ -59,13 +60,34 @@ class CommandsConfig(_ConfigModel):
     allowed_permission: Permission = "write"
 
 
+def _form(value: object) -> str | None:
+    """Which form a command was written in — a line, or a mapping of its fields — so that only
+    that form's problems are reported, never every form's at once."""
+    if isinstance(value, str):
+        return LINE_FORM
+    if isinstance(value, dict | BaseModel):
+        return MAPPING_FORM
+    return None
+
+
+def _line_or_mapping(what: str) -> Discriminator:
+    return Discriminator(
+        _form,
+        custom_error_type="line_or_mapping",
+        custom_error_message=f"must be a command line, or a mapping with {what}",
+    )
+
+
 class BranchCheck(StrictModel):
     """A check every move of the batch branch must pass, owned by no task (issue 44): a
     command line (no shell) or a descriptor's command, with what it reads and its own
     environment, as a task's check has (SPEC §4.3)."""
 
     name: Identifier | None = None  # its id is `branch:<name>` (default: its position)
-    command: CommandLine | DescriptorCommand
+    command: Annotated[
+        Annotated[CommandLine, Tag(LINE_FORM)] | Annotated[DescriptorCommand, Tag(MAPPING_FORM)],
+        _line_or_mapping("an executable (and its argv, cwd, timeout_ms, max_output_bytes)"),
+    ]
     environment: DescriptorEnvironment | None = None
     reads: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
 
@@ -150,7 +172,13 @@ class RepoConfig(_ConfigModel):
     # Checks of the repository's own (its suite, lint, types) every move of imm/<slug> must
     # pass, owned by no task, verified on the base before any lane starts (issue 44, ADR 0061).
     branch_checks: Annotated[
-        list[CommandLine | BranchCheck], Field(max_length=MAX_BRANCH_CHECKS)
+        list[
+            Annotated[
+                Annotated[CommandLine, Tag(LINE_FORM)] | Annotated[BranchCheck, Tag(MAPPING_FORM)],
+                _line_or_mapping("a command (and a name, an environment, the paths it reads)"),
+            ]
+        ],
+        Field(max_length=MAX_BRANCH_CHECKS),
     ] = Field(default_factory=list)
     # What gates a move besides the branch checks: `all` (every task's checks the branch holds,
     # and the moving lanes'), or `branch` (the moving lanes' own checks only: for a suite that

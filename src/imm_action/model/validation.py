@@ -20,6 +20,11 @@ def json_path(loc: Sequence[int | str]) -> str:
 
 Loc = tuple[int | str, ...]
 
+# The tags of a union judged by the form its value was written in (a command line or a mapping):
+# pydantic puts the tag in an error's location, where a person looks for keys.
+LINE_FORM = "command line"
+MAPPING_FORM = "mapping"
+
 
 def validation_messages(error: ValidationError) -> list[tuple[str, str]]:
     return [(json_path(loc), message) for loc, message in located_messages(error)]
@@ -41,4 +46,6 @@ def located_messages(error: ValidationError) -> list[tuple[Loc, str]]:
 
 def _is_union_tag(part: int | str) -> bool:
     # pydantic names the union member it tried (e.g. 'function-after[...]'); people need the key.
-    return isinstance(part, str) and ("[" in part or part in {"str", "int", "list[str]"})
+    return isinstance(part, str) and (
+        "[" in part or part in {"str", "int", "list[str]", LINE_FORM, MAPPING_FORM}
+    )
