@@ -117,6 +117,24 @@ def test_a_red_base_stops_the_batch_before_any_lane_naming_the_check_and_its_out
     assert git(repo, "for-each-ref", "refs/heads/imm-lane").strip() == ""
 
 
+def test_a_red_base_says_how_its_check_ended_when_its_exit_status_was_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A check that exits 0 but prints past its output limit failed: the reason says so, in
+    the words every failed command gets, never "exited with 0"."""
+    config = (
+        "branch_checks:\n  - name: suite\n    command:\n      executable: python3\n"
+        "      argv: ['-c', 'print(\"x\" * 5000)']\n      max_output_bytes: 100\n"
+    )
+    repo = _project(tmp_path, config)
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 1, said
+    reason = current(repo).state.stop_reason or ""
+    assert "branch:suite was stopped: its output passed its limit" in reason, reason
+    assert "exited with 0" not in said
+    assert "failed on the base (was stopped: its output passed its limit)" in said
+
+
 def test_a_green_base_lets_the_batch_run_and_every_move_passes_the_branch_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

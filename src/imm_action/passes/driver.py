@@ -52,7 +52,7 @@ from imm_action.model.state import (
 )
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
-from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, red_base
+from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, how_it_ended, red_base
 from imm_action.passes.observe import (
     ObservedStack,
     observe_candidates,
@@ -469,7 +469,8 @@ class _Pass:
             return state
         failed = red_base(self.ports.verifier(self.results), self.gate, self.repo.commit(head).tree)
         for check, result in failed:
-            self.ports.log(f"branch check {check.check_id} failed on the base: {result.exit_code}")
+            ended = how_it_ended(check, result)
+            self.ports.log(f"branch check {check.check_id} failed on the base ({ended})")
         if not failed:
             return state
         return t.head_check_failed(state, base_failure_reason(state.base_ref, head, failed))

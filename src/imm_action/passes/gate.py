@@ -23,8 +23,10 @@ from imm_action.model.descriptor import (
     VerificationDescriptor,
 )
 from imm_action.model.outcome import CheckResult
+from imm_action.render import failure_ending
 from imm_action.text import clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.failures import check_failure
 from imm_action.workspace import load_config_at
 
 BRANCH_CHECK_PREFIX = "branch:"
@@ -92,6 +94,13 @@ def red_base(
             if not result.passed]  # fmt: skip
 
 
+def how_it_ended(check: Check, result: CheckResult) -> str:
+    """In the words every failed command gets (`exited with 1`, `timed out after 2 s`, `was
+    stopped: its output passed its limit`, …): a check killed for its output or its time
+    has an exit status that says nothing."""
+    return failure_ending(check_failure(check, result))
+
+
 def base_failure_reason(
     base_ref: str, base: str, failed: Sequence[tuple[Check, CheckResult]]
 ) -> str:
@@ -100,11 +109,11 @@ def base_failure_reason(
     ids = [check.check_id for check, _ in failed]
     said = []
     for check, result in failed[:3]:
-        ending = (
-            "timed out" if result.timed_out else (result.error or f"exited with {result.exit_code}")
-        )
         tail = [line for line in clean_text(result.output_tail).splitlines() if line.strip()][-3:]
-        said.append(f"{check.check_id} {ending}" + (f": {' | '.join(tail)}" if tail else ""))
+        said.append(
+            f"{check.check_id} {how_it_ended(check, result)}"
+            + (f": {' | '.join(tail)}" if tail else "")
+        )
     return last_bytes(
         f"{BASE_CHECK_FAILED}: {listed(ids)} failed on {base_ref} at {base[:12]} before any "
         f"lane started ({'; '.join(said)})",
