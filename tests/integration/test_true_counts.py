@@ -4,6 +4,7 @@ checks count their own runs in a file, as a user's CI bill would."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch_helpers import make_project
+from tests.batch_helpers import make_project, run_pass, work
 from tests.conftest import descriptor, run_cli
+from tests.integration.test_stack_verification import _CHECK, _own_check
 
 EXECUTOR = shlex.join(
     [sys.executable, str(Path(__file__).resolve().parents[1] / "lane_executor.py")]
@@ -51,3 +53,69 @@ def test_imm_run_counts_the_checks_its_background_worker_ran(
     assert sum(int(runs) for runs, _ in stacks) == integration_ran == 6  # a; a, b; a, b, c
     assert all(runs != "0" for runs, _ in stacks)
     assert f"integration: 3 stacks verified, {integration_ran} check runs, 0 carried over" in out
+
+
+def test_a_stack_rebuilt_after_bisection_counts_no_run_its_judgement_reused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_dir: Path,
+) -> None:
+    """b breaks a's check. Both lanes ended before `imm run` takes the batch up, so they are one
+    stack: its top, then bisection's probe of a's candidate; the stack rebuilt without b is that
+    candidate, judged by the probe's result — no run of its own, and none counted."""
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
+    (tmp_path / "behaviour.json").write_text("{}")
+    counter = open_dir / "runs"
+    checks = {"a": _own_check("a", counter, "b.txt"), "b": _own_check("b", counter)}
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": []}, checks=checks,
+        extra_files={".github/imm.yml": "max_parallel: 2\n", "check.py": _CHECK},
+    )  # fmt: skip
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b")
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 1, err  # b is parked
+    ran = counter.read_text().split()
+    # the top's two checks (side by side: in either order), then a's on a's candidate
+    assert sorted(ran[:2]) == ["a", "b"], ran
+    assert ran[2:] == ["a"], ran
+    assert "verified 2 lanes as one stack (a, b): 3 check runs; bisection found b" in err
+    assert "verified 1 lane as one stack (a): 0 check runs, every check passed" in err
+    assert f"integration: 2 stacks verified, {len(ran)} check runs, 0 carried over" in out
+
+
+def test_a_later_pass_counts_no_run_an_earlier_pass_counted(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_dir: Path,
+) -> None:
+    """b breaks the branch check. Bisection runs it on a's candidate; the stack rebuilt without
+    b still owes a's own check there, so a later pass judges it — after the failures were
+    dropped from the cache — reusing the branch check's pass: one run, not two."""
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
+    (tmp_path / "behaviour.json").write_text("{}")
+    counter = open_dir / "runs"
+    suite = json.dumps(["check.py", "suite", str(counter), "rule:b.txt"])
+    config = (
+        "max_parallel: 2\nbranch_checks:\n  - name: suite\n"
+        f"    command: {{executable: python3, argv: {suite}}}\n"
+    )
+    checks = {"a": _own_check("a", counter), "b": _own_check("b", counter)}
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": []}, checks=checks,
+        extra_files={".github/imm.yml": config, "check.py": _CHECK, "suite.txt": ""},
+    )  # fmt: skip
+    run_pass(repo)  # the base's check: the suite, once
+    work(repo, "a")
+    work(repo, "b")
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 1, err  # b is parked
+    ran = counter.read_text().split()[1:]
+    # the top's three, the suite on the head afresh and on a's candidate; then a's there
+    assert sorted(ran) == ["a", "a", "b", "suite", "suite", "suite"], ran
+    assert "verified 2 lanes as one stack (a, b): 5 check runs; bisection found b" in err
+    assert "verified 1 lane as one stack (a): 1 check run, every check passed" in err
+    assert f"integration: 2 stacks verified, {len(ran)} check runs, 0 carried over" in out

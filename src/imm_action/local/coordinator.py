@@ -246,7 +246,7 @@ class Coordinator:
         if self.checks.failures_seen:
             # the pass used the failures the worker found; a failure never outlives that
             # pass (a later retry of the same tree runs its check again), passes are kept
-            self.results = ResultCache(self.results.stored())
+            self.results = self.results.passes_only()
             self.checks.cache = self.results
             self.checks.failures_seen = False
         self.state_commit = result.stored.commit

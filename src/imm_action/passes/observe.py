@@ -216,6 +216,9 @@ class ObservedStack:
     head_checks: int = 0  # distinct checks every level is judged by: those the branch holds
     probes: int = 0  # (tree, check) results the judgement used
     carried: int = 0  # of those, passes carried over (nothing the check reads changed)
+    # the others, as (tree, digest, attempt on the head): a stack judged from the cache may
+    # reuse what an earlier stack's judgement ran (a probe of bisection that is now the top)
+    ran: frozenset[tuple[str, str, int]] = frozenset()
     # (`verify` False) what judging the whole stack needs next that the cache does not know,
     # and the stack's top candidate commit: what verify jobs on other runners may run
     owed: tuple[OwedCheck, ...] = ()
@@ -278,8 +281,13 @@ def observe_candidates(
     judged_chain = with_judgement(chain, stacked[:top], levels[: top + 1], judged)
     on_head = judged.on_head if isinstance(judged, StackFailed) else ()
     carried = sum(1 for result in used.values() if result.carried_over)
+    ran = frozenset(
+        (levels[level].tree, digest, again)
+        for (level, digest, again), result in used.items()
+        if not result.carried_over
+    )
     return ObservedStack(
-        judged_chain, on_head, held_count, len(used), carried, owed=owed, top=top_commit
+        judged_chain, on_head, held_count, len(used), carried, ran, owed=owed, top=top_commit
     )
 
 
@@ -343,17 +351,19 @@ def stack_record(
     """What a judged chain says of its stack, for the log and the job summary; None when no
     lane of it was judged (nothing ran, nothing was found). `ran_here`: the pass ran the
     checks itself (the verifier counted them); else `imm run`'s background worker ran them,
-    and every result the judgement used that was not carried over is one of its runs."""
+    and every result the judgement used that was neither carried over nor counted by an
+    earlier stack (the cache keeps what each stack counted) is one of its runs."""
     # of what the judgement used: verify jobs' verdicts (`on_runners`), passes carried over,
     # and the runs of this pass (`ran_here`) or of `imm run`'s background worker
+    first_used = verifier.cache.first_counted(observed.ran)
     if ran_here:
         on_runners = min(on_runners, max(0, observed.probes - verifier.runs))
         check_runs = verifier.runs
         carried = max(0, observed.probes - verifier.runs - on_runners)
     else:
         carried = observed.carried
-        on_runners = min(on_runners, max(0, observed.probes - carried))
-        check_runs = observed.probes - carried - on_runners
+        on_runners = min(on_runners, first_used)
+        check_runs = first_used - on_runners
     chain = observed.chain
     judged = [entry for entry in chain if entry.judged_on is not None]
     on_head = tuple(check.check_id for check, _ in observed.on_head)

@@ -69,10 +69,28 @@ class ResultCache:
         # per digest, how long its newest run took: the queue runs the longest first
         self._durations: dict[str, int] = {}
         self._stored: CheckCache | None = None
+        # (tree, digest, attempt) results a stack's record has counted as runs already
+        self._counted: set[tuple[str, str, int]] = set()
         for entry in stored.entries if stored else ():
             if entry.result.passed:  # (states written before failures stopped being stored)
                 self.put(entry.tree, entry.descriptor_digest, entry.result)
         self._stored = None
+
+    def first_counted(self, keys: Iterable[tuple[str, str, int]]) -> int:
+        """How many of these (tree, digest, attempt) results no stack counted before; from
+        now on they are counted. A result a later stack reuses is not a run of it."""
+        with self._lock:
+            fresh = set(keys) - self._counted
+            self._counted |= fresh
+            return len(fresh)
+
+    def passes_only(self) -> ResultCache:
+        """A cache of the passes the state keeps, without the failures (a failure never
+        outlives the pass that used it), remembering what was counted."""
+        kept = ResultCache(self.stored())
+        with self._lock:
+            kept._counted = set(self._counted)
+        return kept
 
     def tree_lock(self, tree: str) -> threading.Lock:
         """Held while a tree is verified, so two workers never run its checks twice."""
