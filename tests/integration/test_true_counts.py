@@ -55,27 +55,40 @@ def test_imm_run_counts_the_checks_its_background_worker_ran(
     assert f"integration: 3 stacks verified, {integration_ran} check runs, 0 carried over" in out
 
 
+def _run_two_ended_lanes(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    checks: dict[str, str],
+    extra_files: dict[str, str],
+) -> tuple[int, str, str]:
+    """`imm run` taking up a batch whose lanes a and b both ended before it started: the first
+    stack it verifies holds them both, whatever the timing."""
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
+    (tmp_path / "behaviour.json").write_text("{}")
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": []}, checks=checks,
+        extra_files={"check.py": _CHECK, **extra_files},
+    )  # fmt: skip
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b")
+    return run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+
+
 def test_a_stack_rebuilt_after_bisection_counts_no_run_its_judgement_reused(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     open_dir: Path,
 ) -> None:
-    """b breaks a's check. Both lanes ended before `imm run` takes the batch up, so they are one
-    stack: its top, then bisection's probe of a's candidate; the stack rebuilt without b is that
-    candidate, judged by the probe's result — no run of its own, and none counted."""
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
-    (tmp_path / "behaviour.json").write_text("{}")
+    """b breaks a's check. The stack of both: its top, then bisection's probe of a's candidate;
+    the stack rebuilt without b is that candidate, judged by the probe's result — no run of
+    its own, and none counted."""
     counter = open_dir / "runs"
     checks = {"a": _own_check("a", counter, "b.txt"), "b": _own_check("b", counter)}
-    repo = make_project(
-        tmp_path / "r", {"a": [], "b": []}, checks=checks,
-        extra_files={".github/imm.yml": "max_parallel: 2\n", "check.py": _CHECK},
-    )  # fmt: skip
-    run_pass(repo)
-    work(repo, "a")
-    work(repo, "b")
-    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    config = {".github/imm.yml": "max_parallel: 2\n"}
+    code, out, err = _run_two_ended_lanes(tmp_path, capsys, monkeypatch, checks, config)
     assert code == 1, err  # b is parked
     ran = counter.read_text().split()
     # the top's two checks (side by side: in either order), then a's on a's candidate
@@ -95,8 +108,6 @@ def test_a_later_pass_counts_no_run_an_earlier_pass_counted(
     """b breaks the branch check. Bisection runs it on a's candidate; the stack rebuilt without
     b still owes a's own check there, so a later pass judges it — after the failures were
     dropped from the cache — reusing the branch check's pass: one run, not two."""
-    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
-    (tmp_path / "behaviour.json").write_text("{}")
     counter = open_dir / "runs"
     suite = json.dumps(["check.py", "suite", str(counter), "rule:b.txt"])
     config = (
@@ -104,16 +115,10 @@ def test_a_later_pass_counts_no_run_an_earlier_pass_counted(
         f"    command: {{executable: python3, argv: {suite}}}\n"
     )
     checks = {"a": _own_check("a", counter), "b": _own_check("b", counter)}
-    repo = make_project(
-        tmp_path / "r", {"a": [], "b": []}, checks=checks,
-        extra_files={".github/imm.yml": config, "check.py": _CHECK, "suite.txt": ""},
-    )  # fmt: skip
-    run_pass(repo)  # the base's check: the suite, once
-    work(repo, "a")
-    work(repo, "b")
-    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    extra = {".github/imm.yml": config, "suite.txt": ""}
+    code, out, err = _run_two_ended_lanes(tmp_path, capsys, monkeypatch, checks, extra)
     assert code == 1, err  # b is parked
-    ran = counter.read_text().split()[1:]
+    ran = counter.read_text().split()[1:]  # after the base's check: the suite, once
     # the top's three, the suite on the head afresh and on a's candidate; then a's there
     assert sorted(ran) == ["a", "a", "b", "suite", "suite", "suite"], ran
     assert "verified 2 lanes as one stack (a, b): 5 check runs; bisection found b" in err
