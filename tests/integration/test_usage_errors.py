@@ -109,3 +109,27 @@ def test_a_branch_check_neither_a_line_nor_a_mapping_is_one_problem(tmp_path: Pa
         ".github/imm.yml:2: branch_checks.0: must be a command line, or a mapping with a "
         "command (and a name, an environment, the paths it reads)"
     ]
+
+
+def test_a_branch_check_line_whose_command_is_a_bare_path_is_refused_at_its_line(
+    tmp_path: Path,
+) -> None:
+    """A branch check runs as a descriptor's command: a tool on PATH or './<repo file>'.
+    `scripts/lint.sh` is neither — refused where the config is read, with the spelling that
+    works, not after a batch was started."""
+    problems = _config_problems(tmp_path, "branch_checks:\n  - scripts/lint.sh --all\n")
+    assert problems == [
+        ".github/imm.yml:2: branch_checks.0: 'scripts/lint.sh' is neither a tool name (letters, "
+        "digits, _.+-) nor './<repo file>' (a file of the repository: './scripts/lint.sh')"
+    ]
+
+
+def test_imm_run_with_a_branch_check_it_cannot_run_writes_nothing(tmp_path: Path) -> None:
+    config = "branch_checks:\n  - name: lint\n    command: scripts/lint.sh\n"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
+    before = snapshot(repo)
+    done = _imm(repo, "run", "init", "--executor", "true")
+    assert done.returncode == 2, done.stderr
+    assert ".github/imm.yml:3: branch_checks.0.command: 'scripts/lint.sh'" in done.stderr
+    assert "unexpected error" not in done.stderr
+    assert snapshot(repo) == before

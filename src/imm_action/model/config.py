@@ -7,7 +7,15 @@ import shlex
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+)
 
 from imm_action.model.common import Identifier, StrictModel
 from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment
@@ -32,6 +40,25 @@ def _splits(text: str) -> str:
 
 
 CommandLine = Annotated[str, AfterValidator(_splits)]
+
+
+def line_command(text: str) -> DescriptorCommand:
+    """A branch check's command line as the descriptor's command it runs as (SPEC §4.3)."""
+    argv = shlex.split(text)
+    return DescriptorCommand(executable=argv[0], argv=argv[1:])
+
+
+def _runs_as_a_descriptor(text: str) -> str:
+    """Refused here, at its line, when it could not run as a descriptor's command — not once a
+    batch has started."""
+    try:
+        line_command(text)
+    except ValidationError as error:
+        raise ValueError(error.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    return text
+
+
+BranchCommandLine = Annotated[CommandLine, AfterValidator(_runs_as_a_descriptor)]
 
 
 def _no_spec_binding(value: bool) -> bool:
@@ -85,7 +112,8 @@ class BranchCheck(StrictModel):
 
     name: Identifier | None = None  # its id is `branch:<name>` (default: its position)
     command: Annotated[
-        Annotated[CommandLine, Tag(LINE_FORM)] | Annotated[DescriptorCommand, Tag(MAPPING_FORM)],
+        Annotated[BranchCommandLine, Tag(LINE_FORM)]
+        | Annotated[DescriptorCommand, Tag(MAPPING_FORM)],
         _line_or_mapping("an executable (and its argv, cwd, timeout_ms, max_output_bytes)"),
     ]
     environment: DescriptorEnvironment | None = None
@@ -174,7 +202,8 @@ class RepoConfig(_ConfigModel):
     branch_checks: Annotated[
         list[
             Annotated[
-                Annotated[CommandLine, Tag(LINE_FORM)] | Annotated[BranchCheck, Tag(MAPPING_FORM)],
+                Annotated[BranchCommandLine, Tag(LINE_FORM)]
+                | Annotated[BranchCheck, Tag(MAPPING_FORM)],
                 _line_or_mapping("a command (and a name, an environment, the paths it reads)"),
             ]
         ],

@@ -26,6 +26,7 @@ MAX_READ_ENTRY = 200
 
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_BARE_PATH = re.compile(r"[A-Za-z0-9_][^/\s]*/\S*[^/\s]$")  # `scripts/lint.sh`, not `/bin/x`
 
 
 class DescriptorCommand(StrictModel):
@@ -49,8 +50,11 @@ class DescriptorCommand(StrictModel):
             _refuse_git_dir(value[2:])
             return value
         if _TOOL_NAME.fullmatch(value) is None:
+            # a path written as a shell would take it: say how a file of the repository is named
+            hint = f" (a file of the repository: './{value}')" if _BARE_PATH.match(value) else ""
             raise ValueError(
                 f"{value!r} is neither a tool name (letters, digits, _.+-) nor './<repo file>'"
+                + hint
             )
         return value
 

@@ -10,18 +10,14 @@ stops the batch before any agent runs (`batch_base_check_failed`)."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
-from imm_action.model.config import BranchCheck, HeldChecks, RepoConfig
-from imm_action.model.descriptor import (
-    DescriptorCommand,
-    VerificationDescriptor,
-)
+from imm_action.model.config import BranchCheck, HeldChecks, RepoConfig, line_command
+from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.render import failure_ending
 from imm_action.text import clean_text, last_bytes, listed
@@ -66,8 +62,7 @@ def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
         given = item if isinstance(item, BranchCheck) else BranchCheck(command=item)
         command = given.command
         if isinstance(command, str):
-            argv = shlex.split(command)
-            command = DescriptorCommand(executable=argv[0], argv=argv[1:])
+            command = line_command(command)
         descriptor = VerificationDescriptor(
             contract="assurance_kernel/verification_descriptor/v2", command=command,
             environment=given.environment, reads=given.reads,
