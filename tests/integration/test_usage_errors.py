@@ -133,3 +133,20 @@ def test_imm_run_with_a_branch_check_it_cannot_run_writes_nothing(tmp_path: Path
     assert ".github/imm.yml:3: branch_checks.0.command: 'scripts/lint.sh'" in done.stderr
     assert "unexpected error" not in done.stderr
     assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize(
+    ("items", "which"),
+    [
+        ("  - name: suite\n    command: 'true'\n  - name: suite\n    command: 'false'\n", "suite"),
+        ("  - 'true'\n  - name: '1'\n    command: 'false'\n", "1"),  # a position is a name
+    ],
+)
+def test_two_branch_checks_of_one_id_are_refused(tmp_path: Path, items: str, which: str) -> None:
+    """Each branch check's verdict and failures are reported under its id: two of one id
+    would leave a reader guessing which one failed."""
+    problems = _config_problems(tmp_path, "max_parallel: 2\nbranch_checks:\n" + items)
+    assert problems == [
+        f".github/imm.yml:2: branch_checks: items 1 and 2 are both branch:{which}: give each a "
+        "name of its own"
+    ]

@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    field_validator,
 )
 
 from imm_action.model.common import Identifier, StrictModel
@@ -120,6 +121,11 @@ class BranchCheck(StrictModel):
     reads: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
 
 
+def branch_check_name(item: str | BranchCheck, position: int) -> str:
+    """The name in a branch check's id `branch:<name>`: its own, else its position (from 1)."""
+    return (item.name if isinstance(item, BranchCheck) else None) or str(position)
+
+
 HeldChecks = Literal["all", "branch"]
 MAX_BRANCH_CHECKS = 32
 
@@ -220,6 +226,23 @@ class RepoConfig(_ConfigModel):
     # No new lane starts once the agents' known spend reaches this many US dollars (issue 45);
     # the lanes in flight finish and land, then the batch stops as `budget_stopped`.
     max_cost_usd: Usd | None = None
+
+    @field_validator("branch_checks")
+    @classmethod
+    def _each_branch_check_its_own_id(
+        cls, checks: list[str | BranchCheck]
+    ) -> list[str | BranchCheck]:
+        # verdicts and failures are reported by id: two of one id leave a reader guessing
+        seen: dict[str, int] = {}
+        for position, item in enumerate(checks, start=1):
+            name = branch_check_name(item, position)
+            if name in seen:
+                raise ValueError(
+                    f"items {seen[name]} and {position} are both branch:{name}: give each a name "
+                    "of its own"
+                )
+            seen[name] = position
+        return checks
 
 
 # Keys whose misspelling would silently weaken a guard: `chek_network: false` leaves checks

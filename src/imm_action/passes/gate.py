@@ -16,7 +16,13 @@ from pathlib import Path
 
 from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
-from imm_action.model.config import BranchCheck, HeldChecks, RepoConfig, line_command
+from imm_action.model.config import (
+    BranchCheck,
+    HeldChecks,
+    RepoConfig,
+    branch_check_name,
+    line_command,
+)
 from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.render import failure_ending
@@ -67,7 +73,8 @@ def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
             contract="assurance_kernel/verification_descriptor/v2", command=command,
             environment=given.environment, reads=given.reads,
         )  # fmt: skip
-        found.append(Check(f"{BRANCH_CHECK_PREFIX}{given.name or position}", descriptor))
+        name = branch_check_name(item, position)
+        found.append(Check(f"{BRANCH_CHECK_PREFIX}{name}", descriptor))
     return tuple(found)
 
 
