@@ -150,3 +150,16 @@ def test_two_branch_checks_of_one_id_are_refused(tmp_path: Path, items: str, whi
         f".github/imm.yml:2: branch_checks: items 1 and 2 are both branch:{which}: give each a "
         "name of its own"
     ]
+
+
+def test_a_branch_checks_reads_are_held_to_a_descriptors_rules_at_their_line(
+    tmp_path: Path,
+) -> None:
+    """What a branch check declares it reads is a descriptor's `reads`: a path outside the
+    repository is refused where the config is read, as in an intent — not once a batch ran."""
+    config = "branch_checks:\n  - command: 'true'\n    reads:\n      - src\n      - ../x\n"
+    problems = _config_problems(tmp_path, config)
+    assert problems == [
+        ".github/imm.yml:5: branch_checks.0.reads.1: read path '../x' must not contain a '..' "
+        "segment"
+    ]

@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from imm_action.model.common import Identifier, StrictModel
-from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment
+from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment, ReadPaths
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 from imm_action.model.spend import ExecutorReport, Usd
@@ -118,7 +118,7 @@ class BranchCheck(StrictModel):
         _line_or_mapping("an executable (and its argv, cwd, timeout_ms, max_output_bytes)"),
     ]
     environment: DescriptorEnvironment | None = None
-    reads: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
+    reads: ReadPaths | None = None
 
 
 def branch_check_name(item: str | BranchCheck, position: int) -> str:

@@ -8,7 +8,7 @@ import re
 import shlex
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator
 
 from imm_action.model.common import StrictModel
 from imm_action.model.paths import relative_path_problem
@@ -98,6 +98,23 @@ class DescriptorEnvironment(StrictModel):
         return value
 
 
+def _read_path_in_repo(entry: str) -> str:
+    if len(entry) > MAX_READ_ENTRY:
+        raise ValueError(f"read path {entry[:40]!r}… is longer than {MAX_READ_ENTRY}")
+    problem = relative_path_problem(entry)
+    if problem is not None:
+        raise ValueError(f"read path {entry!r} {problem}")
+    return entry
+
+
+# What a check declares it reads (a task's descriptor, a branch check): repo-relative paths or
+# globs, each refused at its own place in the file.
+ReadPaths = Annotated[
+    list[Annotated[str, Field(min_length=1), AfterValidator(_read_path_in_repo)]],
+    Field(min_length=1, max_length=MAX_READ_PATHS),
+]
+
+
 class VerificationDescriptor(StrictModel):
     contract: Literal["assurance_kernel/verification_descriptor/v2"]
     command: DescriptorCommand
@@ -106,22 +123,11 @@ class VerificationDescriptor(StrictModel):
     # check's result depends on. A move of the batch branch that changes none of them carries
     # the check's last pass over instead of running it again; without it the check runs on
     # every move.
-    reads: Annotated[list[str], Field(min_length=1, max_length=MAX_READ_PATHS)] | None = Field(
+    reads: ReadPaths | None = Field(
         default=None,
         description="Repo-relative paths or globs (as scope_hint) the check's result depends "
         "on; a move that changes none of them keeps its last pass.",
     )
-
-    @field_validator("reads")
-    @classmethod
-    def _reads_stay_in_repo(cls, value: list[str] | None) -> list[str] | None:
-        for entry in value or ():
-            if len(entry) > MAX_READ_ENTRY:
-                raise ValueError(f"read path {entry[:40]!r}… is longer than {MAX_READ_ENTRY}")
-            problem = relative_path_problem(entry)
-            if problem is not None:
-                raise ValueError(f"read path {entry!r} {problem}")
-        return value
 
 
 def _refuse_git_dir(path: str) -> None:
