@@ -163,3 +163,13 @@ def test_a_branch_checks_reads_are_held_to_a_descriptors_rules_at_their_line(
         ".github/imm.yml:5: branch_checks.0.reads.1: read path '../x' must not contain a '..' "
         "segment"
     ]
+
+
+def test_held_checks_branch_without_branch_checks_is_refused_at_its_line(tmp_path: Path) -> None:
+    """`branch` leaves every later move to the branch checks alone: with none, a lane breaking
+    an earlier task's check would land, gated by nothing."""
+    problems = _config_problems(tmp_path, "max_parallel: 2\nheld_checks: branch\n")
+    assert problems == [
+        ".github/imm.yml:2: held_checks: branch leaves later moves to the branch checks alone, "
+        "and branch_checks names none: add the repository's suite there, or remove held_checks"
+    ]

@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
@@ -226,6 +227,17 @@ class RepoConfig(_ConfigModel):
     # No new lane starts once the agents' known spend reaches this many US dollars (issue 45);
     # the lanes in flight finish and land, then the batch stops as `budget_stopped`.
     max_cost_usd: Usd | None = None
+
+    @field_validator("held_checks")
+    @classmethod
+    def _branch_needs_branch_checks(cls, held: HeldChecks, info: ValidationInfo) -> HeldChecks:
+        # judged after branch_checks (declared first); absent there when they were invalid
+        if held == "branch" and info.data.get("branch_checks") == []:
+            raise ValueError(
+                "branch leaves later moves to the branch checks alone, and branch_checks names "
+                "none: add the repository's suite there, or remove held_checks"
+            )
+        return held
 
     @field_validator("branch_checks")
     @classmethod
