@@ -71,7 +71,8 @@ def mermaid_dag(
     return "\n".join(lines)
 
 
-def plan_markdown(plan: BatchPlan) -> str:
+def plan_markdown(plan: BatchPlan, gate: Sequence[str] = ()) -> str:
+    """The plan for a person; `gate`: what gates every move (`passes.gate.gate_markdown`)."""
     closures = {child.task_id: child.blocked_by for child in plan.children}
     status = {child.task_id: child.status for child in plan.children}
     group_of = {
@@ -106,6 +107,7 @@ def plan_markdown(plan: BatchPlan) -> str:
         ]
         parts.append("")
     parts += [
+        *gate,
         "## Dependency graph",
         "",
         "```mermaid",

@@ -120,6 +120,16 @@ def test_status_and_plan_answer_from_the_repository(fake: FakeGitHub, tmp_path: 
     assert "`init` has no batch yet" in reply
 
 
+def test_the_plan_reply_names_what_gates_every_move(fake: FakeGitHub, tmp_path: Path) -> None:
+    """Before `/imm run`, the reviewer reads which branch checks every move must pass."""
+    config = "branch_checks:\n  - name: suite\n    command: python3 -m pytest -q\n"
+    project = make_project(tmp_path / "project", {"a": []}, extra_files={".github/imm.yml": config})
+    assert _handle(fake, _event(tmp_path, fake, "/imm plan", "writer"), project) == 0
+    (reply,) = _replies(fake)
+    assert "## What gates every move of `imm/init`" in reply
+    assert "- `branch:suite`: `python3 -m pytest -q`" in reply
+
+
 def test_plan_answers_with_the_plan_of_an_initiative_kept_on_github(
     fake: FakeGitHub,
     tmp_path: Path,

@@ -191,3 +191,25 @@ def test_after_a_red_base_is_fixed_running_again_verifies_the_moved_base_and_the
     assert code == 0, said
     assert {state for state, _ in _states(repo).values()} == {"integrated"}
     assert "branch check branch:suite: passed on imm/init at " in said
+
+
+def test_the_plan_says_what_gates_every_move_before_a_batch_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`imm plan --format markdown` (and `/imm plan`'s reply) names the branch checks and what
+    `held_checks` leaves to them: what a reviewer decides on before `/imm run`."""
+    repo = _project(tmp_path, _config(held="branch"))
+    code, out, _ = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
+    assert code == 0
+    assert "## What gates every move of `imm/init`" in out
+    assert f"- `branch:suite`: `{SUITE}`" in out
+    assert "held_checks: branch — each task's checks gate its own lane's move" in out
+
+
+def test_a_plan_without_branch_checks_says_nothing_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _project(tmp_path, "max_parallel: 2\n")
+    code, out, _ = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
+    assert code == 0
+    assert "What gates" not in out

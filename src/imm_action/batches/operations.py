@@ -14,6 +14,7 @@ from imm_action.errors import ImmError
 from imm_action.integrate import transitions
 from imm_action.integrate.store import StateStore
 from imm_action.model.state import BatchRunState
+from imm_action.passes.gate import gate_markdown
 from imm_action.render import batch_markdown, plan_markdown
 from imm_action.workspace import plan_initiative
 
@@ -43,7 +44,7 @@ class RepoBatchOperations:
             )
         except ImmError as error:
             return f"The plan of `{slug}` cannot be made:\n\n```\n{error}\n```"
-        return plan_markdown(plan)
+        return plan_markdown(plan, gate_markdown(slug, batch_repo.config))
 
     def active(self, slug: str) -> BatchRunState | None:
         """The initiative's active batch as the remote holds it now."""

@@ -15,6 +15,7 @@ from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
 from imm_action.model.intent import intent_path
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
+from imm_action.passes.gate import gate_markdown
 from imm_action.plan.check_paths import intent_conflicts
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.ports import Ports
@@ -62,7 +63,7 @@ def run(args: PlanArgs, ports: Ports) -> int:
     if args.format == "json":
         io.out.write(canonical_model_text(plan))
     elif args.format == "markdown":
-        io.say(plan_markdown(plan))
+        io.say(plan_markdown(plan, gate_markdown(args.slug, loaded.config)))
     else:
         base = committed_inputs(repo).commit  # what the plan was read from
         io.say(json.dumps(first_wave_matrix(plan, loaded.config, scopes_of(intents), base)))

@@ -25,10 +25,11 @@ from imm_action.model.config import (
 )
 from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
+from imm_action.model.refs import batch_branch
 from imm_action.render import failure_ending
 from imm_action.text import clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier
-from imm_action.verify.failures import check_failure
+from imm_action.verify.failures import check_failure, command_text
 from imm_action.workspace import load_config_at
 
 BRANCH_CHECK_PREFIX = "branch:"
@@ -76,6 +77,33 @@ def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
         name = branch_check_name(item, position)
         found.append(Check(f"{BRANCH_CHECK_PREFIX}{name}", descriptor))
     return tuple(found)
+
+
+_HELD_SAID = {
+    "all": "held_checks: all — every check of every task the branch holds, and the moving "
+    "lanes' own, besides these.",
+    "branch": "held_checks: branch — each task's checks gate its own lane's move; later moves "
+    "are gated by these alone.",
+}
+
+
+def gate_markdown(slug: str, config: RepoConfig) -> list[str]:
+    """What gates every move of the batch branch, as a plan shows it before a batch runs: the
+    branch checks as written, and what `held_checks` leaves to them; [] without any."""
+    if not config.branch_checks:
+        return []
+    lines = [f"## What gates every move of `{batch_branch(slug)}`", ""]
+    for position, item in enumerate(config.branch_checks, start=1):
+        command = item.command if isinstance(item, BranchCheck) else item
+        written = (
+            command
+            if isinstance(command, str)
+            else command_text([command.executable, *command.argv], command.cwd)
+        )
+        fence = "``" if "`" in written else "`"
+        name = branch_check_name(item, position)
+        lines.append(f"- `{BRANCH_CHECK_PREFIX}{name}`: {fence}{written}{fence}")
+    return [*lines, "", _HELD_SAID[config.held_checks], ""]
 
 
 def gate_at(root: Path, commit: str, config_file: str) -> BranchGate:
