@@ -76,58 +76,71 @@ def test_a_closed_stdout_ends_imm_quietly(tmp_path: Path) -> None:
     assert err == b""
 
 
-def _config_problems(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str) -> list[str]:
-    """What `imm check` says of the config (in-process: the message is what is tested)."""
+# A branch check's config problems: each refused where the config is read, at the line of the
+# key at fault, in one message (`imm check`; `imm run` and every command read the config alike).
+BRANCH_CHECK_PROBLEMS = {
+    # a command line or a mapping: the form written is the one judged, never both at once
+    "empty command": (
+        "max_parallel: 2\nbranch_checks:\n  - name: suite\n    command: ''\n",
+        ".github/imm.yml:4: branch_checks.0.command: the command is empty",
+    ),
+    "descriptor command": (
+        "branch_checks:\n  - command:\n      executable: 'a b'\n",
+        ".github/imm.yml:3: branch_checks.0.command.executable: 'a b' is neither a tool name "
+        "(letters, digits, _.+-) nor './<repo file>'",
+    ),
+    "neither form": (
+        "branch_checks:\n  - 42\n",
+        ".github/imm.yml:2: branch_checks.0: must be a command line, or a mapping with a "
+        "command (and a name, an environment, the paths it reads)",
+    ),
+    # a line runs as a descriptor's command: a tool on PATH or './<repo file>', and the hint
+    # says the spelling that works
+    "bare path": (
+        "branch_checks:\n  - scripts/lint.sh --all\n",
+        ".github/imm.yml:2: branch_checks.0: 'scripts/lint.sh' is neither a tool name (letters, "
+        "digits, _.+-) nor './<repo file>' (a file of the repository: './scripts/lint.sh')",
+    ),
+    # verdicts and failures are reported by id: two of one id leave a reader guessing
+    "one name twice": (
+        "max_parallel: 2\nbranch_checks:\n  - name: suite\n    command: 'true'\n"
+        "  - name: suite\n    command: 'false'\n",
+        ".github/imm.yml:2: branch_checks: items 1 and 2 are both branch:suite: give each a "
+        "name of its own",
+    ),
+    "a name that is another's position": (
+        "max_parallel: 2\nbranch_checks:\n  - 'true'\n  - name: '1'\n    command: 'false'\n",
+        ".github/imm.yml:2: branch_checks: items 1 and 2 are both branch:1: give each a name "
+        "of its own",
+    ),
+    # what it reads is a descriptor's `reads`, judged as in an intent
+    "reads outside the repository": (
+        "branch_checks:\n  - command: 'true'\n    reads:\n      - src\n      - ../x\n",
+        ".github/imm.yml:5: branch_checks.0.reads.1: read path '../x' must not contain a '..' "
+        "segment",
+    ),
+    # `branch` leaves later moves to the branch checks alone: with none, gated by nothing
+    "held_checks branch without branch checks": (
+        "max_parallel: 2\nheld_checks: branch\n",
+        ".github/imm.yml:2: held_checks: branch leaves later moves to the branch checks alone, "
+        "and branch_checks names none: add the repository's suite there, or remove held_checks",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BRANCH_CHECK_PROBLEMS))
+def test_a_branch_check_problem_is_one_message_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    config, problem = BRANCH_CHECK_PROBLEMS[case]
     repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
     code, out, err = run_cli(capsys, "check", "--repo", str(repo))
     assert code == 2, out + err
-    return [line for line in out.splitlines() if line.startswith(".github/imm.yml:")]
-
-
-def test_a_branch_checks_empty_command_is_one_problem_at_the_commands_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A command line or a mapping: the form written is the one judged, never both at once."""
-    config = "max_parallel: 2\nbranch_checks:\n  - name: suite\n    command: ''\n"
-    problems = _config_problems(tmp_path, capsys, config)
-    assert problems == [".github/imm.yml:4: branch_checks.0.command: the command is empty"]
-
-
-def test_a_branch_checks_descriptor_command_is_judged_as_a_descriptor_at_its_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = "branch_checks:\n  - command:\n      executable: 'a b'\n"
-    problems = _config_problems(tmp_path, capsys, config)
-    assert problems == [
-        ".github/imm.yml:3: branch_checks.0.command.executable: 'a b' is neither a tool name "
-        "(letters, digits, _.+-) nor './<repo file>'"
-    ]
-
-
-def test_a_branch_check_neither_a_line_nor_a_mapping_is_one_problem(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    problems = _config_problems(tmp_path, capsys, "branch_checks:\n  - 42\n")
-    assert problems == [
-        ".github/imm.yml:2: branch_checks.0: must be a command line, or a mapping with a "
-        "command (and a name, an environment, the paths it reads)"
-    ]
-
-
-def test_a_branch_check_line_whose_command_is_a_bare_path_is_refused_at_its_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A branch check runs as a descriptor's command: a tool on PATH or './<repo file>'.
-    `scripts/lint.sh` is neither — refused where the config is read, with the spelling that
-    works, not after a batch was started."""
-    problems = _config_problems(tmp_path, capsys, "branch_checks:\n  - scripts/lint.sh --all\n")
-    assert problems == [
-        ".github/imm.yml:2: branch_checks.0: 'scripts/lint.sh' is neither a tool name (letters, "
-        "digits, _.+-) nor './<repo file>' (a file of the repository: './scripts/lint.sh')"
-    ]
+    assert [line for line in out.splitlines() if line.startswith(".github/imm.yml:")] == [problem]
 
 
 def test_imm_run_with_a_branch_check_it_cannot_run_writes_nothing(tmp_path: Path) -> None:
+    """Refused before a batch starts, not after (it once started one, then died)."""
     config = "branch_checks:\n  - name: lint\n    command: scripts/lint.sh\n"
     repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
     before = snapshot(repo)
@@ -136,47 +149,3 @@ def test_imm_run_with_a_branch_check_it_cannot_run_writes_nothing(tmp_path: Path
     assert ".github/imm.yml:3: branch_checks.0.command: 'scripts/lint.sh'" in done.stderr
     assert "unexpected error" not in done.stderr
     assert snapshot(repo) == before
-
-
-@pytest.mark.parametrize(
-    ("items", "which"),
-    [
-        ("  - name: suite\n    command: 'true'\n  - name: suite\n    command: 'false'\n", "suite"),
-        ("  - 'true'\n  - name: '1'\n    command: 'false'\n", "1"),  # a position is a name
-    ],
-)
-def test_two_branch_checks_of_one_id_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], items: str, which: str
-) -> None:
-    """Each branch check's verdict and failures are reported under its id: two of one id
-    would leave a reader guessing which one failed."""
-    problems = _config_problems(tmp_path, capsys, "max_parallel: 2\nbranch_checks:\n" + items)
-    assert problems == [
-        f".github/imm.yml:2: branch_checks: items 1 and 2 are both branch:{which}: give each a "
-        "name of its own"
-    ]
-
-
-def test_a_branch_checks_reads_are_held_to_a_descriptors_rules_at_their_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """What a branch check declares it reads is a descriptor's `reads`: a path outside the
-    repository is refused where the config is read, as in an intent — not once a batch ran."""
-    config = "branch_checks:\n  - command: 'true'\n    reads:\n      - src\n      - ../x\n"
-    problems = _config_problems(tmp_path, capsys, config)
-    assert problems == [
-        ".github/imm.yml:5: branch_checks.0.reads.1: read path '../x' must not contain a '..' "
-        "segment"
-    ]
-
-
-def test_held_checks_branch_without_branch_checks_is_refused_at_its_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`branch` leaves every later move to the branch checks alone: with none, a lane breaking
-    an earlier task's check would land, gated by nothing."""
-    problems = _config_problems(tmp_path, capsys, "max_parallel: 2\nheld_checks: branch\n")
-    assert problems == [
-        ".github/imm.yml:2: held_checks: branch leaves later moves to the branch checks alone, "
-        "and branch_checks names none: add the repository's suite there, or remove held_checks"
-    ]
