@@ -100,6 +100,7 @@ def gate_markdown(slug: str, config: RepoConfig) -> list[str]:
             if isinstance(command, str)
             else command_text([command.executable, *command.argv], command.cwd)
         )
+        written = written.replace("\n", " ")  # one line: a YAML block may hold a command
         fence = "``" if "`" in written else "`"
         name = branch_check_name(item, position)
         lines.append(f"- `{BRANCH_CHECK_PREFIX}{name}`: {fence}{written}{fence}")
