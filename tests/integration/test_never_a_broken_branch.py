@@ -15,7 +15,7 @@ import pytest
 
 from imm_action.model.outcome import CheckResult
 from tests.batch_helpers import current, file_check, head_of, make_project, run_pass, work
-from tests.conftest import PYTEST_CHECK, descriptor, git, run_cli
+from tests.conftest import PYTEST_CHECK, descriptor, git, run_cli, snapshot
 
 _HELPERS = "def _add(a, b):\n    return a + b\n"
 _RENAMED = "def _plus(a, b):\n    return a + b\n"
@@ -299,6 +299,7 @@ def test_an_invalid_intent_stops_the_batch_before_any_lane_naming_its_file_and_l
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     repo = _with_a_broken_intent(tmp_path)
+    before = snapshot(repo)
     extra = ["--executor", "true"] if command == "run" else ["--admit"]
     code, out, err = run_cli(capsys, command, "init", "--repo", str(repo), *extra)
     assert code == 2
@@ -306,6 +307,7 @@ def test_an_invalid_intent_stops_the_batch_before_any_lane_naming_its_file_and_l
     assert "no lane starts while 1 task of init has no valid intent (b)" in err
     assert "completed" not in out + err
     assert _refs(repo) == ""  # no batch, no branch, no lane
+    assert snapshot(repo) == before  # nor a file: not the executor's record, not a lock
 
 
 def test_a_missing_intent_is_named_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

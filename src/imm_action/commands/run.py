@@ -136,8 +136,6 @@ def _coordinator(
             io.warn(f"imm run: the executor {args.slug} last ran with: {executor}")
     if not executor:
         raise UsageError("no executor: pass --executor CMD or set executor in .github/imm.yml")
-    if args.executor:
-        remember_executor(batch_repo, args.slug, args.executor)
     options = RunOptions(
         args.slug, executor, args.max_parallel, args.batch_id, args.environment, args.fresh
     )
@@ -147,7 +145,14 @@ def _coordinator(
         from imm_action.local.live import LiveProgress  # rich: imported on a terminal only
 
         progress = LiveProgress(io.err)
-    return Coordinator(batch_repo, options, progress, _launcher(batch_repo, options)), progress
+    given = args.executor
+
+    def remember() -> None:  # once the inputs are planned: bad input leaves nothing behind
+        if given:
+            remember_executor(batch_repo, args.slug, given)
+
+    launcher = _launcher(batch_repo, options)
+    return Coordinator(batch_repo, options, progress, launcher, remember), progress
 
 
 class Terminated(KeyboardInterrupt):

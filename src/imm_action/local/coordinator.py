@@ -87,8 +87,10 @@ class Coordinator:
         options: RunOptions,
         on_change: Callable[[CoordinatorView], None],
         launcher: LaneLauncher,
+        planned: Callable[[], None] = lambda: None,
     ) -> None:
         self.batch_repo = batch_repo
+        self.planned = planned  # called once the inputs are planned: nothing written before
         self.options = options
         self.on_change = on_change
         self.state_commit: str | None = None
@@ -129,6 +131,7 @@ class Coordinator:
                 # `check_setup` spends minutes installing (issue 41 #4); planned once, kept
                 for conflict in self._request().scope_conflicts:
                     self._event(f"warning: {intent_path(conflict.task)}: {conflict.message()}")
+                self.planned()
                 self.place.prepared(self.batch_repo.repo)
                 # whether trees can be overlays, asked once before any fork: every lane and
                 # worker forked later inherits the answer (each asked the kernel itself, a

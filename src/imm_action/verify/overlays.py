@@ -371,6 +371,8 @@ def tidy_overlays(repo: GitRepo, keep_from_files: int | None = None) -> None:
         with free_to_take(place / "lock") as free:
             if free:
                 remove_tree(place)
+    if not (folder / BASE_LOCK).exists():
+        return  # no base was ever made here (a run refused before its first check, say)
     with free_to_take(folder / BASE_LOCK) as free:
         if not free:
             return
