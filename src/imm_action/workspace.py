@@ -19,7 +19,7 @@ from imm_action.carriers.committed import (
     project_prefix,
     uncommitted_inputs,
 )
-from imm_action.carriers.intents import IntentFile, read_intents
+from imm_action.carriers.intents import IntentFile, read_intents, refuse_branch_check_ids
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.carriers.source import InitiativeSource, initiatives_at
 from imm_action.errors import InputError, Problem, UsageError
@@ -30,6 +30,7 @@ from imm_action.model.config import (
     CONFIG_PATH,
     GATING_KEYS,
     RepoConfig,
+    branch_check_ids,
     meant_key,
     one_edit_apart,
 )
@@ -397,7 +398,10 @@ def plan_initiative(
     never the working tree (what is planned is what lanes will read), and project it."""
     inputs = committed_inputs(repo, commit)
     located = initiatives_at(initiatives, inputs.commit).read(slug, issue)
-    intents = load_intents(inputs, located)
+    intents = refuse_branch_check_ids(
+        inputs, load_intents(inputs, located), branch_check_ids(config.branch_checks),
+        config_path(),
+    )  # fmt: skip
     options = PlanOptions(
         max_parallel=max_parallel if max_parallel is not None else config.max_parallel,
         qa_failure_limit=config.qa_failure_limit,

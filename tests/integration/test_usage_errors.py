@@ -149,3 +149,34 @@ def test_imm_run_with_a_branch_check_it_cannot_run_writes_nothing(tmp_path: Path
     assert ".github/imm.yml:3: branch_checks.0.command: 'scripts/lint.sh'" in done.stderr
     assert "unexpected error" not in done.stderr
     assert snapshot(repo) == before
+
+
+def _task_named_branch(tmp_path: Path) -> Path:
+    """Task `branch`'s acceptance item `ok` has the check id `branch:ok`: a branch check's."""
+    config = "branch_checks:\n  - name: ok\n    command: 'true'\n"
+    return make_project(tmp_path / "r", {"branch": []}, extra_files={".github/imm.yml": config})
+
+
+def test_a_task_check_with_a_branch_checks_id_is_refused_at_the_acceptance_items_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Failures and verdicts are matched to their commands by id: one id for two commands could
+    show a reader the wrong one."""
+    repo = _task_named_branch(tmp_path)
+    code, out, err = run_cli(capsys, "check", "--repo", str(repo))
+    assert code == 2, out + err
+    assert (
+        "docs/plans/branch.intent.json:7: acceptance.0.id: check id branch:ok is also branch "
+        "check ok's (.github/imm.yml): rename the acceptance item or the branch check"
+    ) in out.splitlines(), out
+
+
+def test_imm_run_with_a_task_check_holding_a_branch_checks_id_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    repo = _task_named_branch(tmp_path)
+    before = snapshot(repo)
+    done = _imm(repo, "run", "init", "--executor", "true")
+    assert done.returncode == 2, done.stderr
+    assert "docs/plans/branch.intent.json:7: acceptance.0.id: check id branch:ok" in done.stderr
+    assert snapshot(repo) == before

@@ -52,6 +52,40 @@ def valid_intents(files: Mapping[str, IntentFile]) -> dict[str, TaskIntent]:
     }
 
 
+def refuse_branch_check_ids(
+    inputs: CommittedInputs,
+    files: Mapping[str, IntentFile],
+    branch_ids: Mapping[str, str],
+    config_file: str,
+) -> dict[str, IntentFile]:
+    """`files`, each valid intent with an acceptance item whose check id (`<task>:<item>`) is a
+    branch check's (`branch:<name>`, in a task named `branch`) made invalid at that item's
+    line: failures and verdicts are matched to their commands by id, and one id for two
+    commands could show a reader the wrong one."""
+    found = dict(files)
+    for task_id, file in files.items():
+        if not isinstance(file.reading, ValidIntent):
+            continue
+        relative = intent_path(task_id)
+        problems = []
+        for at, item in enumerate(file.reading.intent.acceptance):
+            check_id = f"{task_id}:{item.id}"
+            if check_id not in branch_ids:
+                continue
+            text = (inputs.read(relative) or b"").decode("utf-8", "replace").removeprefix(BOM)
+            message = (
+                f"acceptance.{at}.id: check id {check_id} is also branch check "
+                f"{branch_ids[check_id]}'s ({config_file}): rename the acceptance item or the "
+                "branch check"
+            )
+            problems.append(
+                Problem(relative, locate_json_path(text, ("acceptance", at, "id")), message)
+            )
+        if problems:
+            found[task_id] = _invalid(problems)
+    return found
+
+
 def read_intent(inputs: CommittedInputs, task_id: str) -> IntentFile:
     return read_intents(inputs, [task_id])[task_id]
 

@@ -8,7 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imm_action.carriers.committed import CommittedInputs, committed_inputs
-from imm_action.carriers.intents import IntentFile, locate_json_path, read_intents
+from imm_action.carriers.intents import (
+    IntentFile,
+    locate_json_path,
+    read_intents,
+    refuse_branch_check_ids,
+)
 from imm_action.carriers.local import initiative_path, read_local_initiative
 from imm_action.carriers.observed import LocatedInitiative
 from imm_action.console import CommandIO
@@ -16,6 +21,7 @@ from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem, 
 from imm_action.git import changed_paths
 from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
+from imm_action.model.config import branch_check_ids
 from imm_action.model.intent import ValidIntent, intent_path
 from imm_action.plan.check_paths import intent_conflicts
 from imm_action.text import listed, plural
@@ -25,6 +31,7 @@ if TYPE_CHECKING:
 from imm_action.workspace import (
     INITIATIVES_DIR,
     PLANS_DIR,
+    config_path,
     load_config,
     open_repo,
     uncommitted_files,
@@ -130,8 +137,11 @@ def validate_repository(repo: Path) -> Validation:
     """Every initiative, intent and the config, each problem with its file and line."""
     problems: list[Problem] = []
     warnings: list[Problem] = []
+    branch_ids: dict[str, str] = {}
     try:
-        warnings.extend(load_config(repo).warnings)
+        loaded = load_config(repo)
+        warnings.extend(loaded.warnings)
+        branch_ids = branch_check_ids(loaded.config.branch_checks)
     except InputError as error:
         problems.extend(error.problems)
     inputs = committed_inputs(repo)
@@ -140,7 +150,9 @@ def validate_repository(repo: Path) -> Validation:
         Problem(relative, None, f"file name must be <task_id>{INTENT_SUFFIX} with a valid id")
         for relative in misnamed
     )
-    read = read_intents(inputs, intent_files)
+    read = refuse_branch_check_ids(
+        inputs, read_intents(inputs, intent_files), branch_ids, config_path()
+    )
     for file in read.values():
         problems.extend(file.problems)
     slugs = [name.removesuffix(".md") for name in inputs.names_in(INITIATIVES_DIR, ".md")]

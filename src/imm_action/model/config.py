@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -122,9 +122,18 @@ class BranchCheck(StrictModel):
     reads: ReadPaths | None = None
 
 
+BRANCH_CHECK_PREFIX = "branch:"
+
+
 def branch_check_name(item: str | BranchCheck, position: int) -> str:
     """The name in a branch check's id `branch:<name>`: its own, else its position (from 1)."""
     return (item.name if isinstance(item, BranchCheck) else None) or str(position)
+
+
+def branch_check_ids(checks: Sequence[str | BranchCheck]) -> dict[str, str]:
+    """Each branch check's id (`branch:<name>`), with its name."""
+    names = [branch_check_name(item, at) for at, item in enumerate(checks, start=1)]
+    return {f"{BRANCH_CHECK_PREFIX}{name}": name for name in names}
 
 
 HeldChecks = Literal["all", "branch"]

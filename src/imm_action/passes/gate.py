@@ -17,6 +17,7 @@ from pathlib import Path
 from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.model.config import (
+    BRANCH_CHECK_PREFIX,
     BranchCheck,
     HeldChecks,
     RepoConfig,
@@ -31,8 +32,6 @@ from imm_action.text import clean_text, last_bytes, listed
 from imm_action.verify.checks import Check, Verifier
 from imm_action.verify.failures import check_failure, command_text
 from imm_action.workspace import load_config_at
-
-BRANCH_CHECK_PREFIX = "branch:"
 
 
 @dataclass(frozen=True)
