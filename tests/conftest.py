@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 
 import imm_action
 from tests.git_http_remote import GitHttpRemote
+from tests.stale_basetemps import delete_in_background, sessions_root
 
 # Property tests check behaviour, not speed (speed lives in benchmarks/): on a loaded 2-core
 # machine hypothesis's own time limits (a deadline per example, "input generation is slow")
@@ -30,7 +31,8 @@ settings.load_profile("imm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile imm's and the tests' bytecode once, in the process that starts the workers.
+    """Compile imm's and the tests' bytecode once, in the process that starts the workers, and
+    start deleting earlier sessions' temporary folders.
 
     The suite starts some 500 Python processes that import imm from this work tree, which an
     editable install never compiles; where PYTHONDONTWRITEBYTECODE is set (this machine, CI
@@ -39,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     for folder in (Path(imm_action.__file__).parent, Path(__file__).parent):
         compileall.compile_dir(folder, quiet=1)
+    # what this session would delete at its end, in its own time, deleted beside it (ADR 0065)
+    if config.option.basetemp is None and config.getini("tmp_path_retention_policy") != "none":
+        keep = int(config.getini("tmp_path_retention_count"))
+        delete_in_background(sessions_root(), keep)
 
 
 GIT_ENV = {
