@@ -4,9 +4,10 @@ A private temp root (PYTEST_DEBUG_TEMPROOT) holds the folders of three earlier s
 oldest with `--entries` files and folders (a whole-suite session leaves about 200,000). In a
 scratch project of one trivial test, `pytest -n 4` runs once with no conftest — pytest deletes
 the oldest folder when the session ends, in its time: the baseline — and once with a conftest
-that calls `tests/stale_basetemps.py` as the suite's does. Printed per round: both sessions'
-wall time, and how long the background deleter took after the session ended; then the medians
-and their ratio. Each round makes its folders afresh; the rounds alternate.
+that calls `tests/stale_basetemps.py` as the suite's does (the deletion goes on after the
+session). Printed per round: both sessions' wall time, and how long the detached deleter took
+after the session ended; then the medians and their ratio. Each round makes its folders
+afresh; the rounds alternate.
 
     python benchmarks/stale_sessions.py [--entries 200000] [--rounds 3]
 """
@@ -30,10 +31,13 @@ import sys
 sys.path.insert(0, {str(ROOT)!r})
 from tests.stale_basetemps import delete_in_background, sessions_root
 
-def pytest_configure(config):
-    if not hasattr(config, "workerinput"):
-        keep = int(config.getini("tmp_path_retention_count"))
-        delete_in_background(sessions_root(), keep)
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    if not hasattr(session.config, "workerinput"):
+        kept = int(session.config.getini("tmp_path_retention_count"))
+        delete_in_background(sessions_root(), kept)
 """
 
 
@@ -92,12 +96,12 @@ def main() -> None:
                 wall = session(project, temproot)
                 after = deleted_after(root)
                 (ours if with_conftest else baseline).append(wall)
-                label = "deleted beside" if with_conftest else "pytest deletes"
+                label = "deleted after" if with_conftest else "pytest deletes"
                 tail = f", deleter done {after:5.2f} s after it" if with_conftest else ""
                 print(f"round {round_number}: {label}: session {wall:6.2f} s{tail}")
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
-    print(f"median session: pytest deletes {statistics.median(baseline):.2f} s, deleted beside "
+    print(f"median session: pytest deletes {statistics.median(baseline):.2f} s, deleted after "
           f"{statistics.median(ours):.2f} s: ratio "
           f"{statistics.median(ours) / statistics.median(baseline):.2f}")  # fmt: skip
 

@@ -31,8 +31,7 @@ settings.load_profile("imm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile imm's and the tests' bytecode once, in the process that starts the workers, and
-    start deleting earlier sessions' temporary folders.
+    """Compile imm's and the tests' bytecode once, in the process that starts the workers.
 
     The suite starts some 500 Python processes that import imm from this work tree, which an
     editable install never compiles; where PYTHONDONTWRITEBYTECODE is set (this machine, CI
@@ -41,10 +40,17 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     for folder in (Path(imm_action.__file__).parent, Path(__file__).parent):
         compileall.compile_dir(folder, quiet=1)
-    # what this session would delete at its end, in its own time, deleted beside it (ADR 0065)
-    if config.option.basetemp is None and config.getini("tmp_path_retention_policy") != "none":
-        keep = int(config.getini("tmp_path_retention_count"))
-        delete_in_background(sessions_root(), keep)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own deletion, which then finds nothing
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Earlier sessions' temporary folders are deleted after the session, not in its time (ADR
+    0065), by the process that started the workers."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.basetemp is not None:
+        return
+    if config.getini("tmp_path_retention_policy") != "none":
+        delete_in_background(sessions_root(), int(config.getini("tmp_path_retention_count")))
 
 
 GIT_ENV = {

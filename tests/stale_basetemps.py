@@ -1,11 +1,10 @@
-"""The temporary folders of earlier test sessions, deleted in the background (ADR 0065).
+"""The temporary folders of earlier test sessions, deleted after the session (ADR 0065).
 
 pytest keeps the newest three `pytest-<n>` folders under `$TMP/pytest-of-<user>` and deletes
 the rest when a session ends, in the session's own time: a whole-suite folder holds some
-200,000 files, 17-35 s of a disk's time, added to every run after the third on a machine. Here
-the folders that session would delete are moved aside when it starts (a rename: instant) and
-deleted by a process of the lowest priority beside the run, which waits on the disk and takes
-a few seconds of CPU nobody was using."""
+200,000 files, 17-35 s of a disk's time, added to every run after the third on a machine. Here,
+just before pytest would, the folders it would delete are moved aside (a rename: instant) and
+deleted by a detached process of the lowest priority, after the session has returned."""
 
 from __future__ import annotations
 
@@ -22,9 +21,9 @@ STALE_PREFIX = "imm-stale-"  # neither `pytest-` nor pytest's own `garbage-`: le
 LOCK = ".lock"  # pytest's: a session holds its folder's while it runs
 
 
-def doomed(root: Path, keep: int) -> list[Path]:
-    """The numbered folders a session starting now would delete when it ends: all but the
-    newest `keep - 1` (its own folder makes `keep`), never one whose session holds its lock."""
+def doomed(root: Path, kept: int) -> list[Path]:
+    """The numbered folders but the newest `kept`, never one whose session holds its lock:
+    what pytest deletes when a session ends (`kept`: `tmp_path_retention_count`)."""
     numbered = sorted(
         (int(path.name[len(PREFIX) :]), path)
         for path in root.glob(f"{PREFIX}*")
@@ -32,19 +31,17 @@ def doomed(root: Path, keep: int) -> list[Path]:
     )
     newest = numbered[-1][0] if numbered else -1
     return [
-        path
-        for number, path in numbered
-        if number <= newest + 1 - keep and not (path / LOCK).exists()
+        path for number, path in numbered if number <= newest - kept and not (path / LOCK).exists()
     ]
 
 
-def delete_in_background(root: Path, keep: int) -> list[Path]:
+def delete_in_background(root: Path, kept: int) -> list[Path]:
     """Move aside what `doomed` names and start its deletion, detached; also what an earlier
     deletion left (a machine stopped mid-way). Returns the folders the deleter was given."""
     if not root.is_dir() or root.is_symlink():
         return []
     moved = []
-    for path in doomed(root, keep):
+    for path in doomed(root, kept):
         target = root / f"{STALE_PREFIX}{uuid.uuid4().hex}"
         try:
             path.rename(target)
@@ -56,7 +53,7 @@ def delete_in_background(root: Path, keep: int) -> list[Path]:
     if given:
         idle_io = "ionice -c 3 " if shutil.which("ionice") else ""
         # the shell starts the deleter in the background and ends: the deleter, its own
-        # session's, outlives a Ctrl-C of the suite and is nobody's child to wait for
+        # session's, outlives the suite and is nobody's child to wait for
         subprocess.run(
             ["sh", "-c", f'{idle_io}nice -n 19 rm -rf -- "$@" >/dev/null 2>&1 &', "sh",
              *map(str, given)],
