@@ -179,6 +179,7 @@ def batch_body(
         "",
         *adopted_markdown(report),
         *failures_markdown(report.children),
+        *failure_details(state.branch, report.branch_failures),
         "```mermaid",
         mermaid_dag(order, closures, status, [], BATCH_STYLES, notes=costs),
         "```",
@@ -416,6 +417,7 @@ def batch_text(
     lines.extend([report.cost] if report.cost else [])
     lines.extend(report.unconfined)
     lines.extend(report.branch_checks)
+    lines.extend(folded_failures(report.branch_failures, "  "))
     lines.extend(report.adopted)
     lines.extend(report.quarantined)
     if full is not None:

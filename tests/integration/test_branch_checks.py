@@ -117,6 +117,33 @@ def test_a_red_base_stops_the_batch_before_any_lane_naming_the_check_and_its_out
     assert git(repo, "for-each-ref", "refs/heads/imm-lane").strip() == ""
 
 
+# unittest's way: the error, then a rule, the count and the verdict, none of which says what
+UNITTEST_TAIL = "print('FAIL: test_total (tests.test_cart.T)'); print('AssertionError: 3 != 4'); "
+UNITTEST_TAIL += "print(); print('-' * 70); print('Ran 9 tests in 0.004s'); print(); "
+UNITTEST_TAIL += "print('FAILED (failures=1)'); sys.exit(1)"
+
+
+def test_a_red_bases_failure_is_shown_with_its_output_where_a_tasks_would_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reason holds a few last lines; `imm status`, its markdown (the status comment, the
+    job summary) show the failed check's output as they show a task's failed check."""
+    repo = _project(tmp_path, _config(f'python3 -c "import sys; {UNITTEST_TAIL}"'))
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 1, said
+    assert "| AssertionError: 3 != 4" in said
+    reason = current(repo).state.stop_reason or ""
+    # its few last lines that say something (not the rule of dashes)
+    said_last = "AssertionError: 3 != 4 | Ran 9 tests in 0.004s | FAILED (failures=1))"
+    assert reason.endswith(f"(branch:suite exited with 1: {said_last}"), reason
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo))
+    assert "branch:suite: `python3 -c " in out
+    assert "| AssertionError: 3 != 4" in out
+    code, out, _ = run_cli(capsys, "status", "init", "--repo", str(repo), "--format", "markdown")
+    assert "<code>imm/init</code> · branch:suite: <code>python3 -c " in out
+    assert "AssertionError: 3 != 4" in out
+
+
 def test_a_red_base_says_how_its_check_ended_when_its_exit_status_was_zero(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

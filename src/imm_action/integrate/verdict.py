@@ -298,6 +298,7 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
         unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
         branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts],
+        branch_failures=[verdict.failure for verdict in state.branch_verdicts if verdict.failure],
         spend=spend if spend.runs else None,
         cost=cost_line(state),
     )

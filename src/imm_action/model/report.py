@@ -50,6 +50,9 @@ class BatchRunReport(StrictModel):
     unconfined: list[str] = Field(default_factory=list)
     # "branch check branch:suite: passed on imm/x at <commit>", one per branch check (issue 44)
     branch_checks: list[str] = Field(default_factory=list)
+    # The branch checks that failed on the batch head, each with its command, how it ended and
+    # its last lines (issue 44: a red base), shown as a task's failed checks are.
+    branch_failures: list[Failure] = Field(default_factory=list)
     # What the batch's agents spent, every task's runs summed (issue 45), and the same as a
     # line: "agents: 12 tasks, $4.31, 1.2 M tokens; the costliest: b $0.92 over 2 attempts".
     # None: no agent run ended yet.

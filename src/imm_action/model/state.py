@@ -185,6 +185,9 @@ class BranchVerdict(StrictModel):
     check_id: Annotated[str, Field(min_length=1, max_length=200)]
     passed: bool | None
     head: GitOid
+    # When it failed there: the command, how it ended and its last lines, shown as a task's
+    # failed check is (a red base's output rarely ends with what failed). None otherwise.
+    failure: Failure | None = None
 
 
 UNCONFINED_MAX = 500  # characters of one cause of running lane code unconfined

@@ -45,11 +45,7 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
-from imm_action.model.state import (
-    BatchChild,
-    BatchRunState,
-    BranchVerdict,
-)
+from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
 from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, how_it_ended, red_base
@@ -228,7 +224,8 @@ class _Pass:
         if self.gate.checks or self.gate.held != "all":  # say what gated its moves
             state = t.note_held_checks(state, self.gate.held)
         if self.gate.checks:  # each branch check's last verdict on the head, for the reports
-            state = t.note_branch_verdicts(state, self._branch_verdicts(head))
+            tree = self.repo.commit(head).tree
+            state = t.note_branch_verdicts(state, self.gate.verdicts(self.results, tree, head))
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -451,15 +448,6 @@ class _Pass:
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
     def _verdict(self, state: BatchRunState) -> Verdict:
         return verdict(state, startable_children(state, self.rules))
-
-    def _branch_verdicts(self, head: str) -> list[BranchVerdict]:
-        tree = self.repo.commit(head).tree
-        return [
-            BranchVerdict(check_id=check.check_id, head=head,
-                          passed=None if found is None else found.passed)
-            for check in self.gate.checks
-            for found in [self.results.get(tree, check.digest)]
-        ]  # fmt: skip
 
     def _green_base(self, state: BatchRunState, head: str) -> BatchRunState:
         """Before the batch's first lane starts, its base must pass the branch checks (issue

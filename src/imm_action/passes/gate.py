@@ -27,9 +27,10 @@ from imm_action.model.config import (
 from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
+from imm_action.model.state import BranchVerdict
 from imm_action.render import failure_ending
 from imm_action.text import clean_text, last_bytes, listed
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, ResultCache, Verifier
 from imm_action.verify.failures import check_failure, command_text
 from imm_action.workspace import load_config_at
 
@@ -50,6 +51,18 @@ class BranchGate:
     def below(self, tasks: Sequence[str]) -> list[str]:
         """The tasks below a candidate whose checks it must pass too."""
         return list(tasks) if self.held == "all" else []
+
+    def verdicts(self, results: ResultCache, tree: str, head: str) -> list[BranchVerdict]:
+        """Each branch check's last verdict on the head (`tree`), from what the cache holds;
+        a failure with its command and last lines."""
+        return [
+            BranchVerdict(check_id=check.check_id, head=head,
+                          passed=None if found is None else found.passed,
+                          failure=check_failure(check, found) if found and not found.passed
+                          else None)
+            for check in self.checks
+            for found in [results.get(tree, check.digest)]
+        ]  # fmt: skip
 
     def joined(self, fact: ChecksFact | None) -> ChecksFact | None:
         """A candidate's checks with the branch checks: every move is judged by them."""
@@ -139,7 +152,9 @@ def base_failure_reason(
     ids = [check.check_id for check, _ in failed]
     said = []
     for check, result in failed[:3]:
-        tail = [line for line in clean_text(result.output_tail).splitlines() if line.strip()][-3:]
+        # the last lines that say something: a rule of dashes (unittest's) says nothing
+        lines = clean_text(result.output_tail).splitlines()
+        tail = [line for line in lines if any(char.isalnum() for char in line)][-3:]
         said.append(
             f"{check.check_id} {how_it_ended(check, result)}"
             + (f": {' | '.join(tail)}" if tail else "")
