@@ -53,6 +53,16 @@ class Call:
                            [{"resource": resource, "field": name, "code": "missing_field"}])  # fmt: skip
         return self.body[name]
 
+    def body_text(self, resource: str, required: bool = True) -> str | None:
+        """A comment's, an issue's or a pull request's `body`: GitHub refuses one over 65,536
+        characters (422, "body is too long"), a limit its OpenAPI description does not state."""
+        text = self.field("body", resource) if required else self.body.get("body")
+        if isinstance(text, str) and len(text) > BODY_LIMIT:
+            raise ApiError(422, "Validation Failed", [{"resource": resource, "code": "custom",
+                           "field": "body", "message": f"body is too long (maximum is "
+                           f"{BODY_LIMIT} characters)"}])  # fmt: skip
+        return text
+
     def q(self, name: str, default: str | None = None) -> str | None:
         return self.query.get(name, [default])[0]
 
@@ -60,6 +70,7 @@ class Call:
         return int(self.params[name])
 
 
+BODY_LIMIT = 65_536
 Route = tuple[str, re.Pattern[str], Callable[[Call], tuple[int, Any]], str]
 ROUTES: list[Route] = []
 # Each handler's path in GitHub's OpenAPI description, for the contract test.
@@ -144,7 +155,9 @@ def list_issues(call: Call) -> tuple[int, Any]:
 def create_issue(call: Call) -> tuple[int, Any]:
     title = call.field("title", "Issue")
     with call.lock:
-        return 201, call.state.new_issue(call.repo, title, call.body.get("body"), call.login)
+        return 201, call.state.new_issue(
+            call.repo, title, call.body_text("Issue", False), call.login
+        )
 
 
 @route("GET", "{REPO}/issues/(?P<number>[0-9]+)")
@@ -154,6 +167,7 @@ def get_issue(call: Call) -> tuple[int, Any]:
 
 @route("PATCH", "{REPO}/issues/(?P<number>[0-9]+)")
 def update_issue(call: Call) -> tuple[int, Any]:
+    call.body_text("Issue", False)
     with call.lock:
         issue = _issue(call)
         for key in ("title", "body", "state", "state_reason"):
@@ -174,7 +188,7 @@ def list_comments(call: Call) -> tuple[int, Any]:
 
 @route("POST", "{REPO}/issues/(?P<number>[0-9]+)/comments")
 def create_comment(call: Call) -> tuple[int, Any]:
-    body = call.field("body", "IssueComment")
+    body = call.body_text("IssueComment")
     with call.lock:
         return 201, call.state.new_comment(call.repo, _issue(call), body, call.login)
 
@@ -193,7 +207,7 @@ def get_comment(call: Call) -> tuple[int, Any]:
 
 @route("PATCH", "{REPO}/issues/comments/(?P<comment_id>[0-9]+)")
 def update_comment(call: Call) -> tuple[int, Any]:
-    body = call.field("body", "IssueComment")
+    body = call.body_text("IssueComment")
     with call.lock:
         comment = _comment(call)
         comment["body"] = body
@@ -363,7 +377,7 @@ def create_pull(call: Call) -> tuple[int, Any]:
             ):
                 raise ApiError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
                                "message": f"A pull request already exists for {label}."}])  # fmt: skip
-        issue = call.state.new_issue(repo, title, call.body.get("body"), call.login)
+        issue = call.state.new_issue(repo, title, call.body_text("PullRequest", False), call.login)
         number = issue["number"]
         del repo.issues[number]  # a PR is also an issue on GitHub; keep it in `pulls` here
         url = call.state.api(f"/repos/{repo.full_name}/pulls/{number}")
@@ -407,6 +421,7 @@ def create_pull(call: Call) -> tuple[int, Any]:
 
 @route("PATCH", "{REPO}/pulls/(?P<number>[0-9]+)")
 def update_pull(call: Call) -> tuple[int, Any]:
+    call.body_text("PullRequest", False)
     with call.lock:
         pull = call.repo.pulls.get(call.number())
         if pull is None:

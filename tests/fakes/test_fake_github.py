@@ -97,6 +97,28 @@ def test_a_second_pull_request_for_the_same_branch_is_refused(fake: FakeGitHub) 
     assert [p.title for p in repo.get_pulls(head="acme:imm/shop", base="main")] == ["imm: shop"]
 
 
+def test_a_body_over_65536_characters_is_refused_as_github_does(fake: FakeGitHub) -> None:
+    """GitHub's OpenAPI description states no limit; GitHub answers 422 all the same."""
+    repo = client(fake).get_repo(REPO)
+    issue = repo.create_issue("Initiative", body="x" * 65_536)
+    too_long = "x" * 65_537
+    refusals = [
+        lambda: issue.create_comment(too_long),
+        lambda: issue.create_comment("short").edit(too_long),
+        lambda: repo.create_issue("another", body=too_long),
+        lambda: issue.edit(body=too_long),
+        lambda: repo.create_pull(title="imm: shop", body=too_long, head="imm/shop", base="main"),
+    ]
+    for refused in refusals:
+        with pytest.raises(GithubException) as error:
+            refused()
+        assert error.value.status == 422
+        assert "body is too long (maximum is 65536 characters)" in str(error.value.data)
+    pull = repo.create_pull(title="imm: shop", body="report", head="imm/shop", base="main")
+    with pytest.raises(GithubException):
+        pull.edit(body=too_long)
+
+
 def test_workflow_dispatch_records_its_inputs(fake: FakeGitHub) -> None:
     workflow = client(fake).get_repo(REPO).get_workflow("imm-batch.yml")
     assert workflow.create_dispatch("main", {"initiative": "shop", "max_parallel": "4"})

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from imm_action.github.client import GitHubClient
+from imm_action.github.client import CUT_NOTE, GitHubClient
 from imm_action.github.reporting import ReportTarget, publish_report, status_comment
 from imm_action.github.transport import RetryBudget, build_github
 from imm_action.integrate.verdict import build_report, verdict
+from imm_action.model.outcome import Failure
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState
+from imm_action.render import job_summary
 from tests.batch_helpers import current, make_project, publish, run_pass, work
 from tests.conftest import assert_golden
 from tests.fake_github import FakeGitHub
@@ -92,6 +94,61 @@ def test_where_actions_may_not_open_pull_requests_the_report_links_the_compare_p
     assert compare in comment["body"]
     (check,) = repo.check_runs.values()
     assert compare in check["output"]["summary"]
+
+
+def _failure(step: str, output: str) -> Failure:
+    return Failure(step=step, command="python3 -m pytest", exit_code=1, output_tail=output)
+
+
+def test_a_report_too_long_for_a_comment_leaves_the_outputs_out_and_is_still_posted(
+    fake: FakeGitHub,
+) -> None:
+    """Twelve parked tasks, each check's output at its 40 lines of 300 characters: some
+    140,000 characters, over GitHub's 65,536 for a comment or a pull request's body. The
+    outputs go (the job summary and `imm status` keep them); every task and headline stays."""
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    report, state = _state(12)
+    output = "\n".join(f"E   line {line}: " + "x" * 285 for line in range(40))[-16_384:]
+    children = [
+        child.model_copy(update={"failures": [_failure(f"{child.task_id}:ok", output)]})
+        for child in report.children
+    ]
+    report = report.model_copy(update={"children": children, "commits": ["c" * 40]})
+    assert len(job_summary(report, state, f"https://github.example/{REPO}")) > 140_000
+    publish_report(
+        client, report, state, ReportTarget(1, "d" * 40, f"https://github.example/{REPO}")
+    )
+    repo = fake.repo(REPO)
+    (comment,) = repo.comments.values()
+    (pull,) = repo.pulls.values()
+    (check,) = repo.check_runs.values()
+    for body in (comment["body"], pull["body"], check["output"]["summary"]):
+        assert len(body) <= 65_535
+        for child in report.children:
+            assert f"<code>{child.task_id}</code> · {child.task_id}:ok" in body
+        assert "output left out" in body
+
+
+def test_a_report_too_long_even_without_outputs_is_cut_saying_so() -> None:
+    report, state = _state(40)
+    text = status_comment(report, state, f"https://github.example/{REPO}", limit=2_000)
+    assert len(text) <= 2_000
+    assert text.endswith(CUT_NOTE)
+
+
+def test_a_reply_or_pull_request_longer_than_github_takes_is_posted_cut_not_refused(
+    fake: FakeGitHub,
+) -> None:
+    """Several answers in one reply (`/imm status` twice), each near the limit: cut, saying so."""
+    client = GitHubClient(build_github("test-token", fake.url), REPO, RetryBudget(max_wait=0.01))
+    client.reply(1, "<!-- imm-reply:1 -->", "x" * 70_000)
+    client.ensure_pull("imm/shop", "main", "imm: shop", "y" * 70_000)
+    repo = fake.repo(REPO)
+    (comment,) = repo.comments.values()
+    (pull,) = repo.pulls.values()
+    for body in (comment["body"], pull["body"]):
+        assert len(body) == 65_536
+        assert body.endswith(CUT_NOTE)
 
 
 def _broken_intent_repo(tmp_path: Path, problems: int = 1) -> Path:

@@ -11,6 +11,7 @@ from imm_action.batches.repo import open_batch_repo
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import ImmError
+from imm_action.github.reporting import fitted
 from imm_action.integrate import transitions
 from imm_action.integrate.store import StateStore
 from imm_action.model.state import BatchRunState
@@ -34,7 +35,8 @@ class RepoBatchOperations:
         stored = store.active(slug) or (batches[-1] if batches else None)
         if stored is None or stored.report is None:
             return f"`{slug}` has no batch yet. Start one with `/imm run`."
-        return batch_markdown(stored.report, stored.state)
+        state = stored.state
+        return fitted(stored.report, lambda shown: batch_markdown(shown, state))
 
     def plan(self, slug: str, issue: int | None = None) -> str:
         batch_repo = open_batch_repo(self.repo, self.remote, self.initiatives)

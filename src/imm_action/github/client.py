@@ -46,6 +46,18 @@ from imm_action.github.transport import (
 T = TypeVar("T")
 
 
+# GitHub refuses a comment's, an issue's or a pull request's body over 65,536 characters (422,
+# "body is too long"; its OpenAPI description does not say so).
+BODY_LIMIT = 65_536
+CUT_NOTE = "\n\n_… the rest is left out: GitHub takes 65,536 characters here._\n"
+
+
+def fit_body(text: str, limit: int = BODY_LIMIT) -> str:
+    """`text`, cut to `limit` characters saying so when it is longer: a report too long for
+    GitHub is posted cut, never refused."""
+    return text if len(text) <= limit else text[: limit - len(CUT_NOTE)] + CUT_NOTE
+
+
 class GitHubClient:
     def __init__(
         self,
@@ -135,7 +147,7 @@ class GitHubClient:
     # -- comments --------------------------------------------------------------------------------
     def upsert_comment(self, issue_number: int, marker: str, body: str) -> IssueComment:
         """The one comment on an issue that carries `marker`, created or edited in place."""
-        text = body if marker in body else f"{marker}\n{body}"
+        text = fit_body(body if marker in body else f"{marker}\n{body}")
 
         def upsert() -> IssueComment:
             issue = self._repo().get_issue(issue_number)
@@ -261,6 +273,7 @@ class GitHubClient:
     def ensure_pull(self, head: str, base: str, title: str, body: str) -> PullRequest:
         """The open PR from `head` into `base`, created once and then kept up to date."""
         owner = self._repository_name.split("/")[0]
+        body = fit_body(body)
 
         def ensure() -> PullRequest:
             repo = self._repo()

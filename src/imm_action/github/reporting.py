@@ -3,11 +3,12 @@ check run `imm: <slug>` on the batch head, and the pull request from the batch b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from imm_action.github.client import GitHubClient
+from imm_action.github.client import BODY_LIMIT, GitHubClient, fit_body
 from imm_action.github.transport import PullRequestsRefusedError
+from imm_action.model.outcome import Failure
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState, ChildState
 from imm_action.render import github_batch_markdown
@@ -32,14 +33,62 @@ def check_name(slug: str) -> str:
     return f"imm: {slug}"
 
 
-def status_comment(report: BatchRunReport, state: BatchRunState, repository_url: str) -> str:
+# what GitHub takes of a report: the notes publish_report adds below it (a footer, the compare
+# link) get room of their own
+NOTES_ROOM = 1_000
+SHORTER_OUTPUTS = (12, 0)  # lines of each failed command's output, tried in turn
+
+
+def status_comment(
+    report: BatchRunReport,
+    state: BatchRunState,
+    repository_url: str,
+    limit: int = BODY_LIMIT - NOTES_ROOM,
+) -> str:
     """The status comment's text; its wording is part of the interface (golden-file tested)."""
-    return "\n".join(
-        [
-            status_marker(report.initiative_slug),
-            github_batch_markdown(report, state, repository_url),
-        ]
-    )
+    marker = status_marker(report.initiative_slug)
+    return fitted(
+        report, lambda shown: f"{marker}\n{github_batch_markdown(shown, state, repository_url)}",
+        limit,
+    )  # fmt: skip
+
+
+def fitted(
+    report: BatchRunReport,
+    render: Callable[[BatchRunReport], str],
+    limit: int = BODY_LIMIT - NOTES_ROOM,
+) -> str:
+    """`render(report)`, or, longer than `limit`, with the failed commands' outputs shortened
+    to their last lines, then left out (the job summary and `imm status` show them whole); cut
+    as a last resort."""
+    for most in (None, *SHORTER_OUTPUTS):
+        text = render(report if most is None else with_outputs_cut(report, most))
+        if len(text) <= limit:
+            return text
+    return fit_body(text, limit)
+
+
+def with_outputs_cut(report: BatchRunReport, most: int) -> BatchRunReport:
+    """`report` with each failed command's output cut to its last `most` lines, saying so."""
+
+    def cut(failure: Failure) -> Failure:
+        lines = failure.output_tail.splitlines()
+        if len(lines) <= most:
+            return failure
+        kept = "\n".join(lines[-most:]) if most else ""
+        said = "earlier lines of its output" if most else "its output"
+        note = (
+            f"({said} left out: GitHub takes 65,536 characters here; the job summary and "
+            "`imm status` show it whole)"
+        )
+        return failure.model_copy(update={"output_tail": f"{note}\n{kept}".rstrip("\n")})
+
+    children = [
+        child.model_copy(update={"failures": [cut(failure) for failure in child.failures]})
+        for child in report.children
+    ]
+    branch_failures = [cut(failure) for failure in report.branch_failures]
+    return report.model_copy(update={"children": children, "branch_failures": branch_failures})
 
 
 @dataclass(frozen=True)
@@ -60,7 +109,8 @@ def publish_report(
 ) -> None:
     """Comment, check run and pull request, each idempotent: a pass may publish any number of
     times and GitHub ends up with one of each, showing the newest report."""
-    body = status_comment(report, state, target.repository_url)
+    room = BODY_LIMIT - NOTES_ROOM - len(target.footer)
+    body = status_comment(report, state, target.repository_url, room)
     if target.footer:
         body += f"\n{target.footer}\n"
     slug = report.initiative_slug
