@@ -232,7 +232,7 @@ def _recording_receives(remote: Path, refuse: str | None = None) -> Path:
     hook = remote / "hooks" / "pre-receive"
     refusal = f'grep -q " {refuse}$" "$pushed" && echo refused >&2 && exit 1\n' if refuse else ""
     hook.write_text(
-        '#!/bin/sh\npushed=$(mktemp)\ncat > "$pushed"\n'
+        f'#!/bin/sh\npushed=$(mktemp -p "{remote.parent}")\ncat > "$pushed"\n'  # not in /tmp
         f"awk '$2 !~ /^0+$/ {{print $3}}' \"$pushed\" | tr '\\n' ' ' >> {record}\n"
         f"echo >> {record}\n{refusal}exit 0\n"
     )

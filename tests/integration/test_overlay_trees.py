@@ -204,7 +204,8 @@ def test_a_file_opened_for_writing_but_left_as_it_was_is_no_change(
 ) -> None:
     repo, first, _ = history
     with overlay_tree(repo, first, bwrap, index=False) as overlay:
-        _in_view(overlay, f"cd {overlay.root} && cat keep.txt > /tmp/k && cat /tmp/k > keep.txt")
+        keep = 'k=$(mktemp) && cat keep.txt > "$k" && cat "$k" > keep.txt && rm "$k"'
+        _in_view(overlay, f"cd {overlay.root} && {keep}")
         assert (overlay.upper / "keep.txt").exists()  # copied up all the same
         assert overlay.changed(()) == []
 
