@@ -97,6 +97,15 @@ def last_bytes(text: str, limit: int) -> str:
     return data[-limit:].decode("utf-8", "ignore")
 
 
+def first_bytes(text: str, limit: int) -> str:
+    """The start of `text` in at most `limit` UTF-8 bytes (whole characters), ending with `…`
+    when cut."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[: max(limit - 3, 0)].decode("utf-8", "ignore") + "…"
+
+
 def listed(items: Sequence[str], most: int = 20, budget: int = 1000) -> str:
     """`a, b, c` — or the first of them and `… and N more`, so that a lane changing 10^5
     paths cannot make a reason (stored in the batch state, shown in comments) as long."""

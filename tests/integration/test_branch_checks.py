@@ -144,6 +144,22 @@ def test_a_red_bases_failure_is_shown_with_its_output_where_a_tasks_would_be(
     assert "AssertionError: 3 != 4" in out
 
 
+def test_a_red_base_printing_long_lines_still_stops_the_batch_before_any_lane(
+    tmp_path: Path,
+) -> None:
+    """The reason holds the last lines of the check's output; long ones once pushed its start,
+    `batch_base_check_failed`, out of its bounds, and the batch went on to admit lanes."""
+    long_lines = "python3 -c \"import sys; print(('x' * 900 + chr(10)) * 3); sys.exit(1)\""
+    repo = _project(tmp_path, _config(long_lines))
+    run_pass(repo)
+    state = current(repo).state
+    assert state.batch_state == "needs_human"
+    assert (state.stop_reason or "").startswith("batch_base_check_failed: branch:suite failed")
+    assert (state.stop_reason or "").endswith("…)")
+    assert len((state.stop_reason or "").encode()) <= 1500
+    assert all(child.lane is None for child in state.children)  # no lane admitted
+
+
 def test_a_red_base_says_how_its_check_ended_when_its_exit_status_was_zero(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

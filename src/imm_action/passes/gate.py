@@ -29,7 +29,7 @@ from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
 from imm_action.model.state import BranchVerdict
 from imm_action.render import failure_ending
-from imm_action.text import clean_text, last_bytes, listed
+from imm_action.text import clean_text, first_bytes, listed
 from imm_action.verify.checks import Check, ResultCache, Verifier
 from imm_action.verify.failures import check_failure, command_text
 from imm_action.workspace import load_config_at
@@ -144,11 +144,15 @@ def how_it_ended(check: Check, result: CheckResult) -> str:
     return failure_ending(check_failure(check, result))
 
 
+REASON_BYTES = 1500  # of a stop reason: stored in the state, shown in every report
+
+
 def base_failure_reason(
     base_ref: str, base: str, failed: Sequence[tuple[Check, CheckResult]]
 ) -> str:
     """Why the batch stops before any lane: its base fails branch checks — which, how each
-    ended, and the last lines it printed (untrusted: cleaned, bounded)."""
+    ended, and the last lines it printed (untrusted: cleaned, bounded). Its start is kept
+    whole however long the lines: `batch_base_check_failed` is what stops the batch."""
     ids = [check.check_id for check, _ in failed]
     said = []
     for check, result in failed[:3]:
@@ -159,8 +163,9 @@ def base_failure_reason(
             f"{check.check_id} {how_it_ended(check, result)}"
             + (f": {' | '.join(tail)}" if tail else "")
         )
-    return last_bytes(
-        f"{BASE_CHECK_FAILED}: {listed(ids)} failed on {base_ref} at {base[:12]} before any "
-        f"lane started ({'; '.join(said)})",
-        1500,
+    start = (
+        f"{BASE_CHECK_FAILED}: {listed(ids)} failed on {base_ref} at {base[:12]} before any lane "
+        "started"
     )
+    room = REASON_BYTES - len(start.encode("utf-8")) - len(" ()")
+    return f"{start} ({first_bytes('; '.join(said), room)})"
