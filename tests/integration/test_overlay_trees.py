@@ -389,3 +389,25 @@ def test_a_base_someone_works_over_is_never_tidied_and_a_small_idle_one_goes(
         assert _tree_of_view(overlay, tmp_path) == _tree(repo, first)
     tidy_overlays(repo)  # a few files: made again in milliseconds, not worth keeping
     assert not base.exists()
+
+
+def test_a_probe_folder_its_process_left_behind_is_swept_and_a_young_one_kept(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILL mid-probe leaves its temporary folder (the crash tests did, once a run): a
+    probe ends within its timeout, so one older than ten of them is nobody's."""
+    old = tmp_path / f"{overlays.PROBE_PREFIX}left"
+    (old / "work" / "work").mkdir(parents=True)
+    (old / "lower").mkdir()
+    (old / "lower" / "kept").write_text("kept\n")
+    hour_ago = time.time() - 3600
+    os.utime(old, (hour_ago, hour_ago))
+    young = tmp_path / f"{overlays.PROBE_PREFIX}running"
+    young.mkdir()
+    other = tmp_path / "imm-something-else"
+    other.mkdir()
+    os.utime(other, (hour_ago, hour_ago))
+    overlays.sweep_dead_probes(tmp_path)
+    assert not old.exists()
+    assert young.is_dir()
+    assert other.is_dir()

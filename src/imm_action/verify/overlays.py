@@ -35,6 +35,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -228,9 +229,26 @@ def usable(confinement: Confinement) -> bool:
     return _probe(confinement.bwrap)
 
 
+PROBE_PREFIX = "imm-overlay-probe-"
+
+
+def sweep_dead_probes(folder: Path) -> None:
+    """Probe folders their process left in `folder` (a SIGKILL mid-probe gives a temporary
+    folder no chance to go): a probe ends within its timeout, so one untouched for ten of them
+    is nobody's. Only imm's user's own folders, never through a link."""
+    dead_before = time.time() - 10 * _PROBE_TIMEOUT_S
+    for place in folder.glob(f"{PROBE_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            found = place.lstat()
+            if (stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid()
+                    and found.st_mtime < dead_before):  # fmt: skip
+                remove_tree(place)
+
+
 @cache
 def _probe(bwrap: str) -> bool:
-    with tempfile.TemporaryDirectory(prefix="imm-overlay-probe-") as scratch:
+    sweep_dead_probes(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=PROBE_PREFIX) as scratch:
         root = Path(scratch)
         for name in ("lower", "upper", "work", "view"):
             (root / name).mkdir()
