@@ -130,10 +130,17 @@ def branch_check_name(item: str | BranchCheck, position: int) -> str:
     return (item.name if isinstance(item, BranchCheck) else None) or str(position)
 
 
+def branch_check_id(item: str | BranchCheck, position: int) -> str:
+    """A branch check's id, by which its verdicts and failures are reported: `branch:<name>`."""
+    return f"{BRANCH_CHECK_PREFIX}{branch_check_name(item, position)}"
+
+
 def branch_check_ids(checks: Sequence[str | BranchCheck]) -> dict[str, str]:
     """Each branch check's id (`branch:<name>`), with its name."""
-    names = [branch_check_name(item, at) for at, item in enumerate(checks, start=1)]
-    return {f"{BRANCH_CHECK_PREFIX}{name}": name for name in names}
+    return {
+        branch_check_id(item, at): branch_check_name(item, at)
+        for at, item in enumerate(checks, start=1)
+    }
 
 
 HeldChecks = Literal["all", "branch"]
@@ -259,8 +266,8 @@ class RepoConfig(_ConfigModel):
             name = branch_check_name(item, position)
             if name in seen:
                 raise ValueError(
-                    f"items {seen[name]} and {position} are both branch:{name}: give each a name "
-                    "of its own"
+                    f"items {seen[name]} and {position} are both "
+                    f"{branch_check_id(item, position)}: give each a name of its own"
                 )
             seen[name] = position
         return checks

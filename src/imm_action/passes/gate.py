@@ -17,11 +17,10 @@ from pathlib import Path
 from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.model.config import (
-    BRANCH_CHECK_PREFIX,
     BranchCheck,
     HeldChecks,
     RepoConfig,
-    branch_check_name,
+    branch_check_id,
     line_command,
 )
 from imm_action.model.descriptor import VerificationDescriptor
@@ -86,8 +85,7 @@ def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
             contract="assurance_kernel/verification_descriptor/v2", command=command,
             environment=given.environment, reads=given.reads,
         )  # fmt: skip
-        name = branch_check_name(item, position)
-        found.append(Check(f"{BRANCH_CHECK_PREFIX}{name}", descriptor))
+        found.append(Check(branch_check_id(item, position), descriptor))
     return tuple(found)
 
 
@@ -114,8 +112,7 @@ def gate_markdown(slug: str, config: RepoConfig) -> list[str]:
         )
         written = written.replace("\n", " ")  # one line: a YAML block may hold a command
         fence = "``" if "`" in written else "`"
-        name = branch_check_name(item, position)
-        lines.append(f"- `{BRANCH_CHECK_PREFIX}{name}`: {fence}{written}{fence}")
+        lines.append(f"- `{branch_check_id(item, position)}`: {fence}{written}{fence}")
     return [*lines, "", _HELD_SAID[config.held_checks], ""]
 
 
