@@ -66,23 +66,24 @@ def refuse_branch_check_ids(
     for task_id, file in files.items():
         if not isinstance(file.reading, ValidIntent):
             continue
+        ids = [f"{task_id}:{item.id}" for item in file.reading.intent.acceptance]
+        clashing = [(at, check_id) for at, check_id in enumerate(ids) if check_id in branch_ids]
+        if not clashing:
+            continue
         relative = intent_path(task_id)
-        problems = []
-        for at, item in enumerate(file.reading.intent.acceptance):
-            check_id = f"{task_id}:{item.id}"
-            if check_id not in branch_ids:
-                continue
-            text = (inputs.read(relative) or b"").decode("utf-8", "replace").removeprefix(BOM)
-            message = (
-                f"acceptance.{at}.id: check id {check_id} is also branch check "
-                f"{branch_ids[check_id]}'s ({config_file}): rename the acceptance item or the "
-                "branch check"
-            )
-            problems.append(
-                Problem(relative, locate_json_path(text, ("acceptance", at, "id")), message)
-            )
-        if problems:
-            found[task_id] = _invalid(problems)
+        text = (inputs.read(relative) or b"").decode("utf-8", "replace").removeprefix(BOM)
+        found[task_id] = _invalid(
+            [
+                Problem(
+                    relative,
+                    locate_json_path(text, ("acceptance", at, "id")),
+                    f"acceptance.{at}.id: check id {check_id} is also branch check "
+                    f"{branch_ids[check_id]}'s ({config_file}): rename the acceptance item or "
+                    "the branch check",
+                )
+                for at, check_id in clashing
+            ]
+        )
     return found
 
 
