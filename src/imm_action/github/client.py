@@ -49,7 +49,7 @@ T = TypeVar("T")
 # GitHub refuses a comment's, an issue's or a pull request's body over 65,536 characters (422,
 # "body is too long"; its OpenAPI description does not say so).
 BODY_LIMIT = 65_536
-CUT_NOTE = "\n\n_… the rest is left out: GitHub takes 65,536 characters here._\n"
+CUT_NOTE = f"\n\n_… the rest is left out: GitHub takes {BODY_LIMIT:,} characters here._\n"
 
 
 def fit_body(text: str, limit: int = BODY_LIMIT) -> str:

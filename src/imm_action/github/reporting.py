@@ -78,7 +78,7 @@ def with_outputs_cut(report: BatchRunReport, most: int) -> BatchRunReport:
         kept = "\n".join(lines[-most:]) if most else ""
         said = "earlier lines of its output" if most else "its output"
         note = (
-            f"({said} left out: GitHub takes 65,536 characters here; the job summary and "
+            f"({said} left out: GitHub takes {BODY_LIMIT:,} characters here; the job summary and "
             "`imm status` show it whole)"
         )
         return failure.model_copy(update={"output_tail": f"{note}\n{kept}".rstrip("\n")})
