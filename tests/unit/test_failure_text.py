@@ -10,7 +10,7 @@ import pytest
 
 from imm_action.cli import program_name
 from imm_action.model.outcome import Failure
-from imm_action.render import code_fence, failure_ending, failure_text, failures_markdown
+from imm_action.render.failures import code_fence, failure_ending, failure_text, failures_markdown
 from imm_action.text import plural
 
 

@@ -11,7 +11,8 @@ from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.report import BatchRunReport
 from imm_action.model.spend import spend_of_runs
 from imm_action.model.state import BatchRunState, GithubRunner
-from imm_action.render import code_fence, failure_details, job_summary
+from imm_action.render import job_summary
+from imm_action.render.failures import code_fence, failure_details
 from imm_action.text import plural
 
 

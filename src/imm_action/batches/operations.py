@@ -16,7 +16,8 @@ from imm_action.integrate import transitions
 from imm_action.integrate.store import StateStore
 from imm_action.model.state import BatchRunState
 from imm_action.passes.gate import gate_markdown
-from imm_action.render import batch_markdown, plan_markdown
+from imm_action.render import batch_markdown
+from imm_action.render.plan import plan_markdown
 from imm_action.workspace import plan_initiative
 
 

@@ -10,7 +10,8 @@ from imm_action.integrate.store import StoredBatch
 from imm_action.model.common import canonical_model_text
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState, ChildState, LocalRunner
-from imm_action.render import batch_markdown, batch_text, failure_text, local_commands
+from imm_action.render import batch_markdown, batch_text, local_commands
+from imm_action.render.failures import failure_text
 from imm_action.verify.leftovers import pid_alive
 
 

@@ -19,7 +19,7 @@ from imm_action.integrate.store import StateStore
 from imm_action.lanes.outcome import read_outcome
 from imm_action.model.refs import lane_outcome_ref
 from imm_action.ports import Ports
-from imm_action.render import failure_text
+from imm_action.render.failures import failure_text
 
 
 @dataclass(frozen=True)

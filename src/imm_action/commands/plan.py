@@ -19,7 +19,7 @@ from imm_action.passes.gate import gate_markdown
 from imm_action.plan.check_paths import intent_conflicts
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.ports import Ports
-from imm_action.render import plan_markdown
+from imm_action.render.plan import plan_markdown
 from imm_action.workspace import (
     load_config,
     open_repo,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from imm_action.model.intent import TaskIntent
 from imm_action.model.outcome import Failure
-from imm_action.render import code_fence, failure_text
+from imm_action.render.failures import code_fence, failure_text
 
 
 def render_prompt(

@@ -43,7 +43,7 @@ from imm_action.model.refs import heads, lane_branch, lane_outcome_ref
 from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun, ExecutorReport
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
-from imm_action.render import failure_ending, failure_text
+from imm_action.render.failures import failure_ending, failure_text
 from imm_action.text import clean_text, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.confine import (

@@ -21,7 +21,7 @@ from imm_action.lanes.agent_report import AgentReportReader
 from imm_action.masking import NO_MASK, Masker
 from imm_action.model.outcome import FAILURE_TAIL_BYTES, FAILURE_TAIL_LINES, Failure
 from imm_action.model.spend import AgentRun, ExecutorReport
-from imm_action.render import failure_headline
+from imm_action.render.failures import failure_headline
 from imm_action.text import LineReader, last_bytes
 from imm_action.verify.confine import Confined
 from imm_action.verify.contain import end, start_contained, wait_contained

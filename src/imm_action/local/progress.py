@@ -8,7 +8,7 @@ from typing import Protocol, TextIO
 
 from imm_action.local.coordinator import CoordinatorView
 from imm_action.model.state import BatchChild, BatchRunState, ChildState
-from imm_action.render import STATUS_FAILURE_LINES, folded_failures
+from imm_action.render.failures import STATUS_FAILURE_LINES, folded_failures
 
 LIVE_FAILURE_LINES = 8  # of each failed command's output on the live screen (status shows 40)
 

@@ -27,7 +27,7 @@ from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
 from imm_action.model.state import BranchVerdict
-from imm_action.render import failure_ending
+from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
 from imm_action.verify.checks import Check, ResultCache, Verifier
 from imm_action.verify.failures import check_failure, command_text
