@@ -99,7 +99,7 @@ def make_lane_commit(
     repo: Path,
     base: str,
     task_id: str,
-    files: Mapping[str, str],
+    files: Mapping[str, str | None],
     *,
     batch_id: str,
     goal: str | None = None,
@@ -108,7 +108,8 @@ def make_lane_commit(
     links: Mapping[str, str] | None = None,
 ) -> str:
     """A lane commit as a lane makes it: one commit on the lane base, message + trailer;
-    `links`: symlinks it adds (path -> target)."""
+    `files`: what it writes (None: it removes the file); `links`: symlinks it adds (path ->
+    target)."""
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
         run = lambda *args, stdin=None: subprocess.run(  # noqa: E731
@@ -122,6 +123,9 @@ def make_lane_commit(
         ).stdout.strip()
         run("read-tree", base)
         for path, content in files.items():
+            if content is None:
+                run("update-index", "--force-remove", path)
+                continue
             blob = run("hash-object", "-w", "--stdin", stdin=content)
             run("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}")
         for path, target in (links or {}).items():
@@ -186,7 +190,7 @@ def lane_of(repo: Path, task_id: str, slug: str = "init") -> tuple[str, str]:
 def work(
     repo: Path,
     task_id: str,
-    files: Mapping[str, str] | None = None,
+    files: Mapping[str, str | None] | None = None,
     slug: str = "init",
     agent_runs: list[AgentRun] | None = None,
     **kw: object,

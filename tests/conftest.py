@@ -81,7 +81,7 @@ INTERPRETER_FIRST = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('
 # an operator passes a variable (`IMM_EXECUTOR_ENV`), since the IMM_ prefix no longer passes
 TEST_EXECUTOR_ENV = (
     "IMM_TEST_BEHAVIOUR,IMM_TEST_DIR,IMM_TEST_FIX,IMM_TEST_INDEX_ATTACK,IMM_TEST_PIDS,"
-    "IMM_TEST_PROMPTS,IMM_TEST_TIMELINE"
+    "IMM_TEST_PROMPTS,IMM_TEST_TIMELINE,IMM_TEST_WRITES"
 )
 
 

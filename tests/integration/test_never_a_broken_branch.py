@@ -364,18 +364,40 @@ def test_a_later_lane_rewriting_a_test_its_owner_wrote_in_this_batch_is_refused(
     assert "narrow its scope_hint to leave the path out" in report.next_action  # not "retry"
 
 
-def test_a_lane_changing_a_file_below_a_folder_a_check_names_is_refused(tmp_path: Path) -> None:
-    """`python3 -m unittest discover tests/c` names the folder: what lies below it is c's."""
+def test_a_later_lane_changing_a_file_below_a_folder_a_landed_check_names_is_refused(
+    tmp_path: Path,
+) -> None:
+    """`python3 -m unittest discover -s tests/c` names the folder: once c has landed, what
+    lies below it is c's — a later lane may add a file there, never change one (issue 58)."""
     check_c = descriptor(["-m", "unittest", "discover", "-s", "tests/c"])
     repo = make_project(
-        tmp_path / "r", {"c": [], "s": []},
+        tmp_path / "r", {"c": [], "s": ["c"]},
         checks={"c": check_c, "s": descriptor()}, scopes={"c": ["c.txt"], "s": ["tests/**"]},
         extra_files={"tests/c/test_c.py": "import unittest\n"},
     )  # fmt: skip
     run_pass(repo)
-    work(repo, "s", {"tests/c/test_more.py": "raise SystemExit(0)\n"})
+    work(repo, "c")
     run_pass(repo)
-    assert _states(repo)["s"] == ("needs_human", "lane_touches_check: tests/c/test_more.py (c)")
+    work(repo, "s", {"tests/c/test_c.py": "raise SystemExit(0)\n"})
+    run_pass(repo)
+    assert _states(repo)["s"] == ("needs_human", "lane_touches_check: tests/c/test_c.py (c)")
+
+
+def test_a_later_lane_adding_a_file_below_a_folder_a_landed_check_names_lands(
+    tmp_path: Path,
+) -> None:
+    """Issue 58 #1: a new test below a named folder is not a change to what the check names."""
+    check_c = descriptor(["-m", "unittest", "discover", "-s", "tests/c"])
+    repo = make_project(
+        tmp_path / "r", {"c": [], "s": ["c"]},
+        checks={"c": check_c, "s": descriptor()}, scopes={"c": ["c.txt"], "s": ["tests/**"]},
+        extra_files={"tests/c/test_c.py": "import unittest\n"},
+    )  # fmt: skip
+    run_pass(repo)
+    work(repo, "c")
+    run_pass(repo)
+    work(repo, "s", {"tests/c/test_s.py": "import unittest\n"})
+    assert run_pass(repo).integrated == ("s",)
 
 
 def test_a_lane_may_rewrite_the_script_its_own_check_runs(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_plan_json_is_exactly_the_plan_model(
     plan = json.loads(out)
     assert list(plan) == ["contract", "initiative", "carrier", "order", "children", "enrollable",
                           "excluded", "budget", "max_parallel", "parallel_groups",
-                          "scope_conflicts", "plan_digest"]  # fmt: skip
+                          "scope_conflicts", "plan_digest", "check_orders"]  # fmt: skip
     assert plan["order"] == ["a", "b", "c", "d"]
     assert plan["parallel_groups"] == [["a"], ["b", "c"], ["d"]]
     assert plan["children"][3]["blocked_by"] == ["a", "b", "c"]
@@ -421,23 +421,24 @@ def test_a_config_path_that_could_leave_the_repository_is_a_usage_error(
     assert f"IMM_CONFIG={path!r}: the config must be a .yml file inside the repository" in err
 
 
-def _scope_conflict_project(root: Path) -> Path:
-    """s's scope covers tests/**; c's check runs tests/test_c.py, which c's lane writes."""
+def _scope_conflict_project(root: Path, *, s_after_c: bool = True) -> Path:
+    """s's scope covers tests/**; c's check tests tests/test_c.py, which c's lane writes."""
     return make_project(
-        root, {"c": [], "s": []},
-        checks={"c": descriptor(["tests/test_c.py"])},
+        root, {"c": [], "s": ["c"] if s_after_c else []},
+        checks={"c": descriptor(["-m", "pytest", "tests/test_c.py"])},
         scopes={"c": ["c.txt", "tests/test_c.py"], "s": ["tests/**"]},
     )  # fmt: skip
 
 
 SCOPE_CONFLICT = (
-    "scope_covers_check: s may change tests/test_c.py, named by c's check; a lane of s that "
-    "changes it is refused (lane_touches_check) — narrow s's scope_hint to leave "
-    "tests/test_c.py out, or make c's check not name it"
+    "scope_covers_check: s runs after c, whose check names tests/test_c.py; once c has landed "
+    "a lane of s may not change or remove it (lane_touches_check) — narrow s's scope_hint to "
+    "leave tests/test_c.py out, or retire the tests it means to change in its intent "
+    "(`retires_tests`) and name them in its own check"
 )
 
 
-def test_check_names_a_scope_that_covers_another_tasks_check_at_its_line(
+def test_check_names_a_later_scope_that_covers_an_earlier_tasks_check_at_its_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 42 #3: found before any lane runs, not after the agent's work is refused."""
@@ -449,7 +450,7 @@ def test_check_names_a_scope_that_covers_another_tasks_check_at_its_line(
     assert f"docs/plans/s.intent.json:{line}: {SCOPE_CONFLICT}" in out
 
 
-def test_plan_and_run_warn_of_a_scope_that_covers_another_tasks_check(
+def test_plan_and_run_warn_of_a_later_scope_that_covers_an_earlier_tasks_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = _scope_conflict_project(tmp_path / "r")
@@ -457,3 +458,23 @@ def test_plan_and_run_warn_of_a_scope_that_covers_another_tasks_check(
     assert f"warning: docs/plans/s.intent.json: {SCOPE_CONFLICT}" in err
     _, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", "true")
     assert err.count(SCOPE_CONFLICT) == 1  # once, before any lane
+
+
+def test_an_unordered_scope_that_covers_a_named_path_is_ordered_first_and_warned_of_nowhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58 #1: the task that builds what another tests runs first; nothing to fix."""
+    repo = _scope_conflict_project(tmp_path / "r", s_after_c=False)
+    code, out, err = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "json")
+    plan = json.loads(out)
+    assert (code, err) == (0, "")
+    assert plan["check_orders"] == [{"task_id": "c", "after": "s", "path": "tests/test_c.py"}]
+    assert plan["order"] == ["s", "c"]
+    assert next(child for child in plan["children"] if child["task_id"] == "c")["blocked_by"] == [
+        "s"
+    ]
+    code, out, _ = run_cli(capsys, "check", "--repo", str(repo))
+    assert (code, "scope_covers_check" in out) == (0, False)
+    code, out, _ = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
+    said = "`c` runs after `s`: `s`'s scope covers `tests/test_c.py`, which `c`'s check names"
+    assert said in out

@@ -62,7 +62,7 @@ from imm_action.model.state import (
     StateBudget,
 )
 from imm_action.plan import lane_change
-from imm_action.plan.lane_change import ChangedEntry
+from imm_action.plan.lane_change import ChangedEntry, NamedPath
 from imm_action.verify.checks import Check
 from tests.conftest import descriptor
 
@@ -245,7 +245,10 @@ PLAN_PATHS = frozenset(
 )  # fmt: skip
 
 
-CHECK_FILES = {"scripts/check_c.sh": frozenset({"c"}), "scripts/check_a.sh": frozenset({"a"})}
+CHECK_FILES = {
+    "scripts/check_c.sh": NamedPath(frozenset({"c"}), frozenset({"c"})),
+    "scripts/check_a.sh": NamedPath(frozenset({"a"}), frozenset({"a"})),
+}
 
 
 def _checks() -> ChecksFound:

@@ -5,7 +5,7 @@ is the batch head, judged by the checks of the tasks it holds; levels 1.. are th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +21,7 @@ from imm_action.integrate.stack import (
     probe_levels,
 )
 from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.ledger import TestLedger, TestOutcome
 from imm_action.model.outcome import CheckResult
 from imm_action.verify.checks import Check
 from tests.conftest import descriptor
@@ -234,3 +235,50 @@ def test_a_stack_record_names_its_lanes_its_runs_and_what_bisection_found() -> N
         "verified 3 lanes as one stack (a, b, c): 5 check runs; "
         "bisection found b (a:ok first failed on ffffffffffff)"
     )
+
+
+# -- judged by the head's tests (issue 58) --------------------------------------------------------
+def _suite_levels(
+    retired_at: int | None = None,
+) -> tuple[list[StackLevel], Callable[[Sequence[Probe]], dict[tuple[int, str], CheckResult]]]:
+    """A head whose suite passed t::a and t::b, and three lanes; from level 2 on t::b is gone
+    (deleted, deselected): every run still exits 0."""
+    suite = _check("suite")
+    head = TestLedger(source="junit", tests={"t::a": "passed", "t::b": "passed"})
+
+    def retired(level: int) -> frozenset[str]:
+        return (
+            frozenset({"t::b"}) if retired_at is not None and level >= retired_at else frozenset()
+        )
+
+    levels = [StackLevel("tree0", (suite,), baseline={suite.digest: head})] + [
+        StackLevel(f"tree{level}", (suite,), retired=retired(level)) for level in (1, 2, 3)
+    ]
+
+    def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        found = {}
+        for probe in probes:
+            tests: dict[str, TestOutcome] = {"t::a": "passed"}
+            if probe.level < 2:
+                tests["t::b"] = "passed"
+            ledger = TestLedger(source="junit", tests=tests)
+            found[(probe.level, probe.check.digest)] = _result(probe.check, True).model_copy(
+                update={"tests": ledger}
+            )
+        return found
+
+    return levels, ask
+
+
+def test_a_lane_dropping_a_test_the_head_passed_is_the_culprit_though_every_run_exits_0() -> None:
+    levels, ask = _suite_levels()
+    judged = judge_stack(levels, ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [2]
+    ((_, result),) = judged.culprits[2]
+    assert (result.passed, result.lost_tests) == (False, ["t::b (missing)"])
+
+
+def test_a_test_a_lane_of_the_stack_retires_is_owed_by_no_level_above_it() -> None:
+    levels, ask = _suite_levels(retired_at=2)
+    assert isinstance(judge_stack(levels, ask), StackPassed)

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from imm_action.batches.repo import BatchRepo, base_of, committer_of, new_batch_id, now
-from imm_action.carriers.intents import IntentFile, valid_intents
+from imm_action.carriers.intents import IntentFile, plan_cover_warnings
 from imm_action.errors import InputError, Problem
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.continuation import Stopped
@@ -23,7 +23,6 @@ from imm_action.model.refs import batch_branch, heads
 from imm_action.model.state import BatchState, SettledTask
 from imm_action.passes.observe import CandidateMemo
 from imm_action.passes.request import PassPorts, PassRequest
-from imm_action.plan.check_paths import ScopeCoversCheck, intent_conflicts
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural
 from imm_action.verify.check_setup import CheckPlace
@@ -73,7 +72,7 @@ def pass_request(
             commit=base_head,  # the commit the batch starts from, never the working tree
         )
         refuse_left_out(plan, intents)
-        known = (plan, scopes_of(intents), tuple(intent_conflicts(valid_intents(intents))))
+        known = (plan, scopes_of(intents), plan_cover_warnings(plan, intents))
         if plans is not None:
             plans.clear()  # only the newest inputs matter
             plans[key] = known
@@ -133,7 +132,7 @@ def refuse_left_out(plan: BatchPlan, intents: Mapping[str, IntentFile]) -> None:
 
 PlanKey = tuple[str, str, int | None, tuple[tuple[str, str], ...]]
 PlanMemo = dict[
-    PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]], tuple[ScopeCoversCheck, ...]]
+    PlanKey, tuple[BatchPlan, Mapping[str, tuple[str, ...]], tuple[tuple[str, str], ...]]
 ]
 
 

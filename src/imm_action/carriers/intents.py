@@ -19,7 +19,9 @@ from imm_action.model.intent import (
     ValidIntent,
     intent_path,
 )
+from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import json_path, located_messages
+from imm_action.plan.check_paths import cover_warnings, intent_conflicts
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,16 @@ def valid_intents(files: Mapping[str, IntentFile]) -> dict[str, TaskIntent]:
         for task, file in files.items()
         if isinstance(file.reading, ValidIntent)
     }
+
+
+def plan_cover_warnings(
+    plan: BatchPlan, files: Mapping[str, IntentFile]
+) -> tuple[tuple[str, str], ...]:
+    """(task, warning) for each scope that covers another task's named path where the plan's
+    order does not let it change the path (issue 58): what `imm plan` and `imm run` say."""
+    ancestors = {child.task_id: child.blocked_by for child in plan.children}
+    conflicts = intent_conflicts(valid_intents(files))
+    return tuple((conflict.task, said) for conflict, said in cover_warnings(conflicts, ancestors))
 
 
 def refuse_branch_check_ids(

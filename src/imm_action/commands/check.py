@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,14 @@ from imm_action.git.repo import GitRepo
 from imm_action.model.common import is_identifier
 from imm_action.model.config import branch_check_ids
 from imm_action.model.intent import ValidIntent, intent_path
-from imm_action.plan.check_paths import intent_conflicts
+from imm_action.passes.gate import BranchGate, branch_checks_of
+from imm_action.plan.check_paths import (
+    cover_warnings,
+    intent_conflicts,
+    ordered_ancestors,
+    scope_plan_conflicts,
+)
+from imm_action.plan.dag import CycleError
 from imm_action.text import listed, plural
 
 if TYPE_CHECKING:
@@ -138,10 +146,12 @@ def validate_repository(repo: Path) -> Validation:
     problems: list[Problem] = []
     warnings: list[Problem] = []
     branch_ids: dict[str, str] = {}
+    scripts: dict[str, list[str]] = {}
     try:
         loaded = load_config(repo)
         warnings.extend(loaded.warnings)
         branch_ids = branch_check_ids(loaded.config.branch_checks)
+        scripts = BranchGate(branch_checks_of(loaded.config)).scripts
     except InputError as error:
         problems.extend(error.problems)
     inputs = committed_inputs(repo)
@@ -165,7 +175,7 @@ def validate_repository(repo: Path) -> Validation:
             continue
         parsed.append(located)
         problems.extend(_missing_intents(located, set(intent_files)))
-        warnings.extend(_scope_conflicts(inputs, located, read))
+        warnings.extend(_scope_conflicts(inputs, located, read, scripts))
     intents = len(intent_files) + len(misnamed)
     return Validation(problems, warnings, len(slugs), intents, tuple(parsed))
 
@@ -194,21 +204,34 @@ def _missing_intents(located: LocatedInitiative, have: set[str]) -> list[Problem
 
 
 def _scope_conflicts(
-    inputs: CommittedInputs, located: LocatedInitiative, read: Mapping[str, IntentFile]
+    inputs: CommittedInputs,
+    located: LocatedInitiative,
+    read: Mapping[str, IntentFile],
+    scripts: Mapping[str, Sequence[str]],
 ) -> list[Problem]:
-    """Each task of the initiative whose scope covers a path another task's check names, at
-    its intent's `scope_hint` line (issue 42 #3): found before a lane runs, not after."""
+    """Each task of the initiative whose scope covers a path another task's check names where
+    the plan's order does not let it change the path, or a file a branch check runs (`scripts`,
+    which no lane may change), at its intent's `scope_hint` line (issue 42 #3, issue 58):
+    found before a lane runs, not after. A covering task the plan orders first is told
+    nothing: it may build what the later task tests."""
     intents = {
         task.task_id: reading.intent
         for task in located.initiative.tasks
         if task.task_id in read and isinstance(reading := read[task.task_id].reading, ValidIntent)
     }
+    scopes = {task: tuple(intent.scope_hint) for task, intent in intents.items()}
+    said = [(found.task, found.message()) for found in scope_plan_conflicts(scopes, scripts)]
+    conflicts = intent_conflicts(intents)
+    dependencies = {task.task_id: task.blocked_by for task in located.initiative.tasks}
+    with contextlib.suppress(CycleError):  # a cycle is the initiative's own problem
+        ancestors = ordered_ancestors(dependencies, conflicts) if conflicts else {}
+        said += [(c.task, text) for c, text in cover_warnings(conflicts, ancestors)]
     found = []
-    for conflict in intent_conflicts(intents):
-        relative = intent_path(conflict.task)
+    for task, text in said:
+        relative = intent_path(task)
         data = inputs.read(relative)
-        text = data.decode("utf-8", "replace") if data is not None else ""
-        found.append(Problem(relative, locate_json_path(text, ("scope_hint",)), conflict.message()))
+        body = data.decode("utf-8", "replace") if data is not None else ""
+        found.append(Problem(relative, locate_json_path(body, ("scope_hint",)), text))
     return found
 
 

@@ -10,13 +10,12 @@ from typing import Literal
 
 from imm_action.actions.runtime import matrix_entry
 from imm_action.carriers.committed import committed_inputs
-from imm_action.carriers.intents import valid_intents
+from imm_action.carriers.intents import plan_cover_warnings
 from imm_action.model.common import canonical_model_text
 from imm_action.model.config import RepoConfig
 from imm_action.model.intent import intent_path
 from imm_action.model.plan import MAX_PARALLEL_LIMIT, BatchPlan
 from imm_action.passes.gate import gate_markdown
-from imm_action.plan.check_paths import intent_conflicts
 from imm_action.plan.schedule import AdmissionLimits, CandidateChild, startable
 from imm_action.ports import Ports
 from imm_action.render.plan import plan_markdown
@@ -58,8 +57,8 @@ def run(args: PlanArgs, ports: Ports) -> int:
     for file in intents.values():
         for problem in file.problems:
             io.warn(f"warning: {problem.render()} (task excluded as invalid_intent)")
-    for conflict in intent_conflicts(valid_intents(intents)):
-        io.warn(f"warning: {intent_path(conflict.task)}: {conflict.message()}")
+    for task, said in plan_cover_warnings(plan, intents):
+        io.warn(f"warning: {intent_path(task)}: {said}")
     if args.format == "json":
         io.out.write(canonical_model_text(plan))
     elif args.format == "markdown":

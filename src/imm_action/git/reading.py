@@ -182,13 +182,14 @@ class ObjectReading(RepoBase):
         commit carries it (SPEC §5.4)."""
         return self.change_identities([(start, end)])[0]
 
-    def tree_change(self, start: str, end: str) -> dict[str, str]:
+    def tree_change(self, start: str, end: str, added: set[str] | None = None) -> dict[str, str]:
         """`change_identity` of two tree-ishes (commits or trees), as `git diff-tree -r
         --no-renames` finds it, read through the long-lived `cat-file` rather than a process
         per diff: a stack of 256 candidates is diffed twice per candidate, and a diff only
-        descends into folders whose ids differ."""
+        descends into folders whose ids differ. `added` collects the paths `start` held no
+        file, link or gitlink at (new files)."""
         change: dict[str, str] = {}
-        self._diff_trees(self._root_tree(start), self._root_tree(end), "", change)
+        self._diff_trees(self._root_tree(start), self._root_tree(end), "", change, added)
         return change
 
     def change_identities(self, pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
@@ -226,7 +227,12 @@ class ObjectReading(RepoBase):
         return known
 
     def _diff_trees(
-        self, old: str | None, new: str | None, prefix: str, change: dict[str, str]
+        self,
+        old: str | None,
+        new: str | None,
+        prefix: str,
+        change: dict[str, str],
+        added: set[str] | None = None,
     ) -> None:
         """Every non-folder entry that differs between two trees (either None: absent), with
         its new mode and id (`000000` and a zero id when gone); a folder on one side and not
@@ -248,9 +254,12 @@ class ObjectReading(RepoBase):
                     now[1] if now is not None and now_folder else None,
                     path + "/",
                     change,
+                    added,
                 )
             if now is not None and not now_folder:
                 change[path] = f"{now[0]} {now[1]}"
+                if added is not None and (was is None or was_folder):
+                    added.add(path)
             elif was is not None and not was_folder:
                 change[path] = f"{GONE_MODE} {'0' * len(was[1])}"
 

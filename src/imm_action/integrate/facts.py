@@ -10,7 +10,7 @@ from typing import Literal
 from imm_action.git.candidate import BuildResult
 from imm_action.lanes.runners import RunnerReport
 from imm_action.model.outcome import CheckResult, LaneOutcome
-from imm_action.plan.lane_change import ChangedEntry
+from imm_action.plan.lane_change import ChangedEntry, NamedPath
 from imm_action.verify.checks import Check
 
 ChangeIdentity = Mapping[str, str]  # per changed path: "<mode> <blob>" (SPEC §5.4)
@@ -97,7 +97,7 @@ class CandidateFacts:
     plan_paths: frozenset[str] = frozenset()  # files no lane may change (lane_touches_plan)
     # files the plan's checks run or name -> the tasks whose checks do: only they may change
     # them (lane_touches_check)
-    check_files: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    check_files: Mapping[str, NamedPath] = field(default_factory=dict)
     tree_links: Mapping[str, str] | None = None  # every link of the candidate, when they matter
     # the tree `results` come from: the top of the stack it was verified in (SPEC §5.4), or, for
     # a culprit, its own candidate's tree, where its failing checks first failed
@@ -105,3 +105,5 @@ class CandidateFacts:
     # checks outside the lane's own set that failed first on its candidate (a check landed
     # before its base, which it broke): named in its reason with the ones of its own
     also_checks: tuple[Check, ...] = ()
+    # the tests its task's intent retires (`retires_tests`, issue 58): no longer owed
+    retired: tuple[str, ...] = ()

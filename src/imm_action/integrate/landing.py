@@ -29,6 +29,7 @@ from imm_action.integrate.reasons import (
     HEAD_CHECK_FAILED,
     LINEAGE_BROKEN,
 )
+from imm_action.model.ledger import lost_line
 from imm_action.model.outcome import CheckResult, Failure
 from imm_action.model.state import (
     BatchChild,
@@ -54,11 +55,13 @@ class Park:
 
 @dataclass(frozen=True)
 class Land:
-    """Move the batch branch from `head` to `commit`, recording the integration."""
+    """Move the batch branch from `head` to `commit`, recording the integration (and the tests
+    its task retired)."""
 
     task_id: str
     commit: str
     head: str
+    retired: tuple[str, ...] = ()
 
 
 Landing = Park | Land
@@ -99,7 +102,7 @@ def decide_landings(head: str, chain: Sequence[CandidateFacts]) -> LandingDecisi
         if build.head != head or not _passed_whole(entry):
             break
         landed.append(entry)
-        steps.append(Land(entry.task_id, build.commit, head))
+        steps.append(Land(entry.task_id, build.commit, head, entry.retired))
         head = build.commit
     kept = _judged_by_the_top(landed)
     if len(kept) < len(landed):
@@ -182,6 +185,12 @@ def _culprit_park(entry: CandidateFacts) -> Park:
     failed = [result.check_id for result in entry.results if not result.passed]
     commit = entry.build.commit if isinstance(entry.build, Candidate) else entry.lane_commit
     why = f"{CHECK_FAILED}: {', '.join(failed)} failed on candidate {commit}"
+    # what a lane that deleted, skipped or deselected tests did (issue 58): the reason a check
+    # that exited 0 failed, said nowhere else
+    lost = [f"{r.check_id}: {lost_line(r.lost_tests)}" for r in entry.results
+            if r.lost_tests and r.exit_code == 0]  # fmt: skip
+    if lost:
+        why += f" ({'; '.join(lost)})"
     own = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
     failures = tuple(check_failures((*own, *entry.also_checks), entry.results))
     return Park(entry.task_id, why, failures)
@@ -256,7 +265,7 @@ def apply_landing(state: BatchRunState, step: Landing) -> BatchRunState:
     match step:
         case Park(task_id=task_id, reason=reason, failures=failures):
             return t.park(state, task_id, reason, failures=failures)
-        case Land(task_id=task_id, commit=commit):
-            return t.integrated(state, task_id, commit)
+        case Land(task_id=task_id, commit=commit, retired=retired):
+            return t.integrated(state, task_id, commit, retired)
         case unreachable:
             assert_never(unreachable)

@@ -20,8 +20,10 @@ whose top passes lands whole, the fix with the breakage (decision 0037)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from imm_action.integrate.ledger import judged_against
+from imm_action.model.ledger import TestLedger
 from imm_action.model.outcome import CheckResult
 from imm_action.text import listed
 from imm_action.verify.checks import Check
@@ -30,10 +32,14 @@ from imm_action.verify.checks import Check
 @dataclass(frozen=True)
 class StackLevel:
     """One level of the stack: the head's tree or a lane's candidate's, and the checks it is
-    judged by (every integrated task's; for a lane, its own and those of the lanes below)."""
+    judged by (every integrated task's; for a lane, its own and those of the lanes below).
+    The head's level holds the test ledgers its checks reported there (`baseline`, by
+    digest); a lane's, the tests it and the lanes below it retire (issue 58)."""
 
     tree: str
     checks: tuple[Check, ...]
+    baseline: Mapping[str, TestLedger] = field(default_factory=dict)
+    retired: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
     does not know a result it needs. `levels[0]` is the batch head, the rest its lanes."""
     if len(levels) < 2:
         return StackPassed({})
+    ask = against_head(levels, ask)
     top = len(levels) - 1
     united = united_checks(levels)
     on_top = ask([Probe(top, check) for check in united.values()])
@@ -127,6 +134,27 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
         {level: tuple(pairs) for level, pairs in sorted(culprits.items())},
         tuple((united[digest], result) for digest, result in on_head.items()),
     )
+
+
+def against_head(levels: Sequence[StackLevel], ask: Ask) -> Ask:
+    """`ask`, its answers on a lane's level judged against the tests each check reported on
+    the head (issue 58): a test that passed there and does not here fails the check."""
+    baseline = levels[0].baseline
+    if not baseline:
+        return ask
+
+    def judged(probes: Sequence[Probe]) -> Mapping[tuple[int, str], CheckResult] | None:
+        answers = ask(probes)
+        if answers is None:
+            return None
+        return {
+            (level, digest): result
+            if level == 0
+            else judged_against(result, baseline.get(digest), levels[level].retired)
+            for (level, digest), result in answers.items()
+        }
+
+    return judged
 
 
 def _tried_on_head(checks: Sequence[Check], ask: Ask) -> dict[str, CheckResult] | None:

@@ -84,7 +84,10 @@ def lane_committed(
     )
 
 
-def integrated(state: BatchRunState, task_id: str, commit: str) -> BatchRunState:
+def integrated(
+    state: BatchRunState, task_id: str, commit: str, retired: Sequence[str] = ()
+) -> BatchRunState:
+    """The child landed at `commit`; `retired`: the tests its intent retires (issue 58)."""
     child = child_of(state, task_id)
     _require(
         child,
@@ -96,8 +99,9 @@ def integrated(state: BatchRunState, task_id: str, commit: str) -> BatchRunState
     updated = _with_child(
         state,
         task_id,
-        {"state": ChildState.INTEGRATED, "commit": commit, "lane": lane, "reason": None},
-    )
+        {"state": ChildState.INTEGRATED, "commit": commit, "lane": lane, "reason": None,
+         "retired_tests": list(retired) or None},
+    )  # fmt: skip
     return updated.model_copy(update={"commits": [*state.commits, commit]})
 
 

@@ -15,6 +15,7 @@ from imm_action.integrate.reasons import (
 )
 from imm_action.integrate.spend import batch_spend, cost_budget_used, cost_line, line_spend
 from imm_action.integrate.transitions import admissions_used, child_of, run_cancelled
+from imm_action.model.intent import intent_path
 from imm_action.model.refs import batch_branch
 from imm_action.model.report import REPORT_CONTRACT, BatchRunReport, ReportChild
 from imm_action.model.state import (
@@ -96,19 +97,10 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         first, others = parked[0], [child.task_id for child in parked[1:]]
         # every parked task named (issue 41 #7), the first one's reason in full
         also = f"; also parked: {', '.join(others)}" if others else ""
-        touched = [c.task_id for c in parked if (c.reason or "").startswith(TOUCHES_CHECK)]
         return Verdict(
             BatchState.NEEDS_HUMAN,
             f"task {first.task_id} needs a person: {first.reason}{also}",
-            (
-                f"{listed(touched)} changed a path another task's check names "
-                f"({TOUCHES_CHECK}), which a retry as it is would change again: narrow "
-                f"{'its' if len(touched) == 1 else 'their'} scope_hint to leave the path out, "
-                "or make the owner's check not name it; commit, then continue the batch"
-            )
-            if touched
-            else "fix the cause and commit the fix, then continue the batch (parked tasks "
-            "run again); or retry one task as it is",
+            _parked_action(parked),
         )
     pending = [child for child in children if child.state is ChildState.PENDING]
     if pending and cost_budget_used(state):
@@ -125,6 +117,33 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
         BatchState.NEEDS_HUMAN,
         "no child can start",
         "check the skipped tasks' dependencies, then continue the batch",
+    )
+
+
+def _parked_action(parked: Sequence[BatchChild]) -> str:
+    """What gets parked tasks moving: a change another task's check names, or tests that no
+    longer pass, would be refused again on a retry as it is; any other failure may not be."""
+    touched = [c.task_id for c in parked if (c.reason or "").startswith(TOUCHES_CHECK)]
+    if touched:
+        return (
+            f"{listed(touched)} changed a path another task's check names "
+            f"({TOUCHES_CHECK}), which a retry as it is would change again: narrow "
+            f"{'its' if len(touched) == 1 else 'their'} scope_hint to leave the path out, "
+            "or make the owner's check not name it; commit, then continue the batch"
+        )
+    lost = [c.task_id for c in parked
+            if any(f.lost_tests and f.exit_code == 0 for f in c.failures)]  # fmt: skip
+    if lost:
+        where = ", ".join(intent_path(task) for task in lost)
+        return (
+            f"{listed(lost)} removed, skipped or deselected tests that pass on the batch "
+            "branch (named above): where that is meant (a renamed or retired test), list them "
+            f"under `retires_tests` in {where} and commit; else fix the cause and commit; "
+            "then continue the batch (parked tasks run again)"
+        )
+    return (
+        "fix the cause and commit the fix, then continue the batch (parked tasks run again); "
+        "or retry one task as it is"
     )
 
 
@@ -301,6 +320,11 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         branch_failures=[verdict.failure for verdict in state.branch_verdicts if verdict.failure],
         spend=spend if spend.runs else None,
         cost=cost_line(state),
+        retired=[
+            f"{child.task_id} retired {', '.join(child.retired_tests)}"
+            for child in state.children
+            if child.retired_tests and child.state.done
+        ],
     )
 
 

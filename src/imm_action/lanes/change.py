@@ -12,14 +12,16 @@ MAX_LINK_TARGET = 4096
 
 
 def changed_entries(repo: GitRepo, start: str, end: str) -> list[ChangedEntry]:
-    """The entries changed from `start` to `end` (commits or trees)."""
+    """The entries changed from `start` to `end` (commits or trees), each saying whether it
+    adds a file `start` did not hold."""
     entries = []
-    for path, value in sorted(repo.tree_change(start, end).items()):
+    added: set[str] = set()
+    for path, value in sorted(repo.tree_change(start, end, added).items()):
         mode, blob = value.split(" ", 1)
         target = None
         if mode == LINK_MODE:
             target = _blob_text(repo, blob)[:MAX_LINK_TARGET]
-        entries.append(ChangedEntry(path, mode, target))
+        entries.append(ChangedEntry(path, mode, target, added=path in added))
     return entries
 
 

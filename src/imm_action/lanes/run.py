@@ -443,6 +443,8 @@ def _outcome(  # noqa: PLR0917 - the outcome's own fields, in its order
         state=state,
         reason=reason,
         qa_failures=qa_failures,
-        findings=list(findings),
+        # a finding names its failing tests; its whole ledger stays out of the outcome, which
+        # a lane's report must never push past its bound (OUTCOME_MAX_BYTES)
+        findings=[finding.model_copy(update={"tests": None}) for finding in findings],
         lane_commit=lane_commit,
     )

@@ -129,8 +129,8 @@ class Coordinator:
             with bases_in_memory():
                 # the intents and the plan first: a typo is refused in a second, before
                 # `check_setup` spends minutes installing (issue 41 #4); planned once, kept
-                for conflict in self._request().scope_conflicts:
-                    self._event(f"warning: {intent_path(conflict.task)}: {conflict.message()}")
+                for task, warning in self._request().scope_conflicts:
+                    self._event(f"warning: {intent_path(task)}: {warning}")
                 self.planned()
                 self.place.prepared(self.batch_repo.repo)
                 # whether trees can be overlays, asked once before any fork: every lane and

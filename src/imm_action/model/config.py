@@ -20,7 +20,12 @@ from pydantic import (
 )
 
 from imm_action.model.common import Identifier, StrictModel
-from imm_action.model.descriptor import DescriptorCommand, DescriptorEnvironment, ReadPaths
+from imm_action.model.descriptor import (
+    DescriptorCommand,
+    DescriptorEnvironment,
+    ReadPaths,
+    ReportPath,
+)
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 from imm_action.model.spend import ExecutorReport, Usd
@@ -120,6 +125,7 @@ class BranchCheck(StrictModel):
     ]
     environment: DescriptorEnvironment | None = None
     reads: ReadPaths | None = None
+    report: ReportPath | None = None  # where its runner writes its test report (issue 58)
 
 
 BRANCH_CHECK_PREFIX = "branch:"

@@ -115,6 +115,20 @@ ReadPaths = Annotated[
 ]
 
 
+def _report_in_repo(entry: str) -> str:
+    problem = relative_path_problem(entry)
+    if problem is not None:
+        raise ValueError(f"report {entry!r} {problem}")
+    _refuse_git_dir(entry)
+    return entry
+
+
+# Where a check's runner writes its test report (JUnit XML, TAP, jest's or vitest's JSON),
+# repository-relative (issue 58): read after the run, its tests kept in the test ledger.
+ReportPath = Annotated[str, Field(min_length=1, max_length=MAX_READ_ENTRY),
+                       AfterValidator(_report_in_repo)]  # fmt: skip
+
+
 class VerificationDescriptor(StrictModel):
     contract: Literal["assurance_kernel/verification_descriptor/v2"]
     command: DescriptorCommand
@@ -127,6 +141,13 @@ class VerificationDescriptor(StrictModel):
         default=None,
         description="Repo-relative paths or globs (as scope_hint) the check's result depends "
         "on; a move that changes none of them keeps its last pass.",
+    )
+    # Optional (issue 58): a report imm does not ask for itself (pytest's it asks for through
+    # PYTEST_ADDOPTS; any runner may write to $IMM_TEST_REPORT; TAP is read from the output).
+    report: ReportPath | None = Field(
+        default=None,
+        description="Repo-relative file the check's test runner writes its report to (JUnit "
+        "XML, TAP, or jest's/vitest's JSON); its tests join the check's test ledger.",
     )
 
 

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from imm_action.model.common import Identifier, StrictModel, sha256_digest
 from imm_action.model.descriptor import DescriptorError, parse_descriptor
+from imm_action.model.ledger import MAX_TEST_ID
 from imm_action.model.paths import relative_path_problem
 
 INTENT_CONTRACT = "assurance_kernel/task_intent/v1"
@@ -44,6 +45,21 @@ class TaskIntent(StrictModel):
     risk: Literal["routine", "material", "critical"]
     revision: Annotated[int, Field(ge=1)]
     owner: Literal["user"]
+    # Optional, so every intent the reference wrote stays valid (issue 58): tests this task
+    # means to remove or rename. The integrator does not hold a candidate of its lane to them
+    # (a test that passed on the batch head must pass on every move otherwise), and the
+    # report lists them once it lands.
+    retires_tests: (
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=MAX_TEST_ID)]],
+            Field(min_length=1, max_length=200),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Test ids (as the check's report names them: `tests/test_x.py::test_y`, "
+        "a file, a class or a dotted module) this task removes or renames on purpose.",
+    )
 
     @field_validator("goal")
     @classmethod
@@ -77,9 +93,10 @@ class TaskIntent(StrictModel):
         return self.goal.strip().splitlines()[0].strip()
 
     def content_hash(self) -> str:
-        return sha256_digest(
-            json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
-        )
+        dumped = self.model_dump(mode="json")
+        if dumped.get("retires_tests") is None:  # the hash of every intent written before it
+            dumped.pop("retires_tests", None)
+        return sha256_digest(json.dumps(dumped, sort_keys=True, ensure_ascii=False))
 
 
 def scope_entry_problem(entry: str) -> str | None:

@@ -7,6 +7,7 @@ from typing import Annotated, Final, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
+from imm_action.model.ledger import NamedTests, TestLedger
 from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun
 from imm_action.text import bounded, clean_text
 
@@ -56,6 +57,14 @@ class CheckResult(StrictModel):
     error: ShortText | None = None  # why it could not run at all (missing tool, bad cwd)
     # its last pass on another tree, kept: nothing the descriptor declares it reads changed
     carried_over: bool = False
+    # The tests the run reported, each with how it ended (issue 58): kept by the integrator
+    # with the run (the verified head's is what a candidate is judged against); never in a
+    # lane's outcome, whose findings name the failing tests alone.
+    tests: TestLedger | None = None
+    failed_tests: NamedTests = Field(default_factory=list)  # the ledger's failed and erred
+    # Tests that passed on the verified head and do not on this tree (missing, skipped,
+    # xfailed, failed), each with how: set by the integrator's judgement, which then fails it.
+    lost_tests: NamedTests = Field(default_factory=list)
 
 
 class Failure(StrictModel):
@@ -70,6 +79,8 @@ class Failure(StrictModel):
     output_limited: bool = False
     changed_outside: ChangedPaths = Field(default_factory=list)
     output_tail: Tail  # at most FAILURE_TAIL_LINES lines
+    failed_tests: NamedTests = Field(default_factory=list)  # what its test report says failed
+    lost_tests: NamedTests = Field(default_factory=list)  # passed on the head, no longer
 
 
 MAX_FINDINGS = 256

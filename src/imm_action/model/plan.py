@@ -51,6 +51,15 @@ class ScopeConflict(StrictModel):
     overlaps_with: list[Identifier]
 
 
+class PlanCheckOrder(StrictModel):
+    """An order the plan added (issue 58): `task_id` runs after `after`, whose scope covers
+    `path`, which `task_id`'s check names — so `after` may build what `task_id` tests."""
+
+    task_id: Identifier
+    after: Identifier
+    path: str
+
+
 class BatchPlan(StrictModel):
     contract: Literal["imm_action/batch_plan/v1"]
     initiative: Identifier
@@ -64,3 +73,8 @@ class BatchPlan(StrictModel):
     parallel_groups: list[list[Identifier]]
     scope_conflicts: list[ScopeConflict]
     plan_digest: Digest
+    check_orders: list[PlanCheckOrder] = Field(
+        default_factory=list,
+        description="Orders the plan added so that a task whose scope covers a path another "
+        "task's check names runs before it (included in blocked_by).",
+    )

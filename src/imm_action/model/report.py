@@ -58,6 +58,9 @@ class BatchRunReport(StrictModel):
     # None: no agent run ended yet.
     spend: AgentSpend | None = None
     cost: str | None = None
+    # "t1 retired tests/test_old.py::test_a, …": the tests each landed task's intent retired
+    # (`retires_tests`, issue 58), no longer owed by the branch
+    retired: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from imm_action.model.common import GitOid, Identifier, StrictModel, Timestamp
 from imm_action.model.initiative import Carrier
+from imm_action.model.ledger import MAX_TEST_ID
 from imm_action.model.outcome import Failure
 from imm_action.model.plan import MAX_PARALLEL_LIMIT
 from imm_action.model.shard import VerifyRound
@@ -115,6 +116,9 @@ class BatchChild(StrictModel):
     # What the task's agent runs cost in this batch, every attempt summed — parked and lost
     # ones too (issue 45). None: no lane of it ended yet.
     spend: AgentSpend | None = None
+    # The tests its intent retired, once it landed (issue 58): listed by every report.
+    retired_tests: Annotated[list[Annotated[str, Field(max_length=MAX_TEST_ID)]],
+                             Field(max_length=200)] | None = None  # fmt: skip
 
     @classmethod
     def pending(cls, task_id: str, slice_id: str, blocked_by: list[str]) -> BatchChild:

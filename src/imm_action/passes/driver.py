@@ -223,8 +223,9 @@ class _Pass:
         state = t.note_unconfined(state, self.unconfined)
         if self.gate.checks or self.gate.held != "all":  # say what gated its moves
             state = t.note_held_checks(state, self.gate.held)
+        tree = self.repo.commit(head).tree
+        self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
         if self.gate.checks:  # each branch check's last verdict on the head, for the reports
-            tree = self.repo.commit(head).tree
             state = t.note_branch_verdicts(state, self.gate.verdicts(self.results, tree, head))
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)

@@ -27,6 +27,7 @@ from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
 from imm_action.model.state import BranchVerdict
+from imm_action.plan.check_paths import run_scripts
 from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
 from imm_action.verify.checks import Check, ResultCache, Verifier
@@ -63,6 +64,16 @@ class BranchGate:
             for found in [results.get(tree, check.digest)]
         ]  # fmt: skip
 
+    @property
+    def scripts(self) -> dict[str, list[str]]:
+        """The repository files the branch checks run (`sh scripts/test.sh`), each with the
+        checks that do: the plan's, which no lane may change (issue 58)."""
+        found: dict[str, list[str]] = {}
+        for check in self.checks:
+            for path in run_scripts(check.descriptor.command):
+                found.setdefault(path, []).append(check.check_id)
+        return found
+
     def joined(self, fact: ChecksFact | None) -> ChecksFact | None:
         """A candidate's checks with the branch checks: every move is judged by them."""
         if not self.checks or not isinstance(fact, ChecksFound):
@@ -83,7 +94,7 @@ def branch_checks_of(config: RepoConfig) -> tuple[Check, ...]:
             command = line_command(command)
         descriptor = VerificationDescriptor(
             contract="assurance_kernel/verification_descriptor/v2", command=command,
-            environment=given.environment, reads=given.reads,
+            environment=given.environment, reads=given.reads, report=given.report,
         )  # fmt: skip
         found.append(Check(branch_check_id(item, position), descriptor))
     return tuple(found)

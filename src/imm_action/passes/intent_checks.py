@@ -19,7 +19,8 @@ from imm_action.integrate.judgement import held_tasks
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.state import BatchRunState
-from imm_action.plan.check_paths import named_paths
+from imm_action.plan.check_paths import named_paths, run_scripts
+from imm_action.plan.lane_change import NamedPath
 from imm_action.verify.checks import Check
 
 IntentChecks = tuple[Check, ...] | ChecksMissing
@@ -51,30 +52,41 @@ def checks_by_digest(
     return found
 
 
-_CHECK_FILES: dict[tuple[str, tuple[str, ...]], Mapping[str, frozenset[str]]] = {}
+_CHECK_FILES: dict[tuple[str, tuple[str, ...]], Mapping[str, NamedPath]] = {}
 
 
 def check_files(
     repo: GitRepo, state: BatchRunState, intents: IntentMemo
-) -> Mapping[str, frozenset[str]]:
+) -> Mapping[str, NamedPath]:
     """The repository paths a task's check runs as its executable or names as an argument,
-    each with the tasks whose checks name it: a lane may add, change or remove such a path —
-    or anything below it, when it is a folder — only when its own task's check names it
-    (issue 28 #5). Whatever the path's state at the plan's commit (issue 42 #2): the test a
-    task's own lane writes in this batch is its task's too. Made once per plan commit: a pass
-    asks for it on every round."""
+    each with the tasks whose checks name it and the tasks that may add, change or remove it
+    — or anything below it, when it is a folder: each owner and the tasks the plan orders
+    before it (issue 28 #5, issue 58). Whatever the path's state at the plan's commit (issue
+    42 #2): the test a task's own lane writes in this batch is its task's too. Made once per
+    plan commit: a pass asks for it on every round."""
     tasks = tuple(child.task_id for child in state.children)
     key = (state.judged_at, tasks)
     known = _CHECK_FILES.get(key)
     if known is not None:
         return known
     named: dict[str, set[str]] = {}
+    run: set[str] = set()  # the scripts a check runs itself: its owners' alone
     for task in tasks:
         found = owned_checks(repo, state.judged_at, [task], intents)
         for check in found.checks if isinstance(found, ChecksFound) else ():
             for path in named_paths(check.descriptor.command):
                 named.setdefault(path, set()).add(task)
-    files = {path: frozenset(owners) for path, owners in named.items()}
+            run.update(run_scripts(check.descriptor.command))
+    before = {child.task_id: frozenset(child.blocked_by) for child in state.children}
+    files = {
+        path: NamedPath(
+            frozenset(owners),
+            frozenset(owners)
+            if path in run
+            else frozenset.intersection(*(before.get(o, frozenset()) | {o} for o in owners)),
+        )
+        for path, owners in named.items()
+    }
     if len(_CHECK_FILES) > 64:
         _CHECK_FILES.clear()
     _CHECK_FILES[key] = files
@@ -148,3 +160,27 @@ def _intent_checks(owner: str, body: bytes | None) -> IntentChecks:
         )
     except (ValidationError, ValueError) as error:
         return ChecksMissing(owner, "unreadable", str(error))
+
+
+_RETIRED: dict[str, tuple[str, ...]] = {}  # intent blob id -> what it retires (blobs never change)
+
+
+def retired_tests(repo: GitRepo, judged_at: str, task_id: str) -> tuple[str, ...]:
+    """The tests `task_id`'s intent at the plan's commit retires (`retires_tests`, issue 58):
+    a candidate of its lane need not pass them again; () where it retires none."""
+    folder, _, name = intent_path(task_id).rpartition("/")
+    blob = (repo.folder_files(judged_at, folder) or {}).get(name)
+    if blob is None:
+        return ()
+    known = _RETIRED.get(blob)
+    if known is None:
+        body = repo.read_blob(blob)
+        try:
+            intent = TaskIntent.model_validate_json((body or b"").decode("utf-8", "replace"))
+            known = tuple(intent.retires_tests or ())
+        except (ValidationError, ValueError):
+            known = ()
+        if len(_RETIRED) > 4096:
+            _RETIRED.clear()
+        _RETIRED[blob] = known
+    return known

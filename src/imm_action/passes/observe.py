@@ -40,6 +40,7 @@ from imm_action.lanes.runners import (
     RunnerReport,
 )
 from imm_action.model.config import CONFIG_PATH
+from imm_action.model.ledger import TestLedger
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
@@ -51,6 +52,7 @@ from imm_action.passes.intent_checks import (
     check_files,
     held_checks,
     plan_paths,
+    retired_tests,
 )
 from imm_action.passes.stack_answers import counted, judged_prefix, owed_checks, running
 from imm_action.plan.lane_change import ChangedEntry
@@ -180,6 +182,7 @@ class BuiltCandidate:
     checks: ChecksFact | None
     change: tuple[ChangedEntry, ...]
     links: Mapping[str, str] | None = None  # the candidate tree's links, when they matter
+    retired: tuple[str, ...] = ()  # the tests its task's intent retires (issue 58)
 
 
 CandidateKey = tuple[str, str, str, str]  # task, lane base, lane commit, the head it is built on
@@ -254,8 +257,10 @@ def observe_candidates(
         config_file=config_file, intents=intents, gate=gate,
     )  # fmt: skip
     stacked = [index for index, entry in enumerate(chain) if verifiable(entry)]
-    head_level = StackLevel(repo.commit(head).tree, held)
-    levels = [head_level, *(_level(chain[index]) for index in stacked)]
+    head_tree = repo.commit(head).tree
+    levels = [StackLevel(head_tree, held, head_ledgers(verifier, head_tree, held))]
+    for index in stacked:
+        levels.append(_level(chain[index], levels[-1].retired))
     held_count = len({check.digest for check in held})
     used: dict[tuple[int, str, int], CheckResult] = {}
     owed: tuple[OwedCheck, ...] = ()
@@ -307,7 +312,7 @@ def _built_chain(
     """The candidates of the ready lanes, each built on the last that may land, each judged
     by its own checks, every integrated task's and those of the lanes below it."""
     below = held_tasks(state)
-    protected = plan_paths(state, config_file)
+    protected = plan_paths(state, config_file) | frozenset(gate.scripts)
     named = check_files(repo, state, intents)
     chain: list[CandidateFacts] = []
     tip = head
@@ -331,6 +336,7 @@ def _built_chain(
             child.task_id, lane.base_head, lane.lane_commit, tip, build, gate.joined(built.checks),
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
             plan_paths=protected, tree_links=built.links, check_files=named,
+            retired=built.retired,
         )  # fmt: skip
         chain.append(entry)
         if isinstance(build, Candidate) and refusal_of(entry) is None:
@@ -339,10 +345,23 @@ def _built_chain(
     return chain
 
 
-def _level(entry: CandidateFacts) -> StackLevel:
+def _level(entry: CandidateFacts, retired_below: frozenset[str]) -> StackLevel:
     if not isinstance(entry.build, Candidate) or not isinstance(entry.checks, ChecksFound):
         raise TypeError(f"{entry.task_id} is not verifiable")
-    return StackLevel(entry.build.tree, entry.checks.checks)
+    return StackLevel(entry.build.tree, entry.checks.checks,
+                      retired=retired_below | frozenset(entry.retired))  # fmt: skip
+
+
+def head_ledgers(verifier: Verifier, tree: str, checks: Sequence[Check]) -> dict[str, TestLedger]:
+    """The tests each check of the head's level reported where it passed on the head, by
+    digest: what every candidate above it must pass again (issue 58). Only what is known —
+    run there, or carried over — counts: a check never run on the head has nothing to lose."""
+    found: dict[str, TestLedger] = {}
+    for check in checks:
+        result = verifier.known(tree, check)
+        if result is not None and result.passed and result.tests is not None:
+            found[check.digest] = result.tests
+    return found
 
 
 def stack_record(
@@ -396,4 +415,4 @@ def _build(
         checks = candidate_checks(repo, judged_at, task_id=task_id, below=below, intents=intents)
     change = tuple(changed_entries(repo, lane_base, lane_commit))
     links = tree_links(repo, build.commit, change) if isinstance(build, Candidate) else None
-    return BuiltCandidate(build, checks, change, links)
+    return BuiltCandidate(build, checks, change, links, retired_tests(repo, judged_at, task_id))

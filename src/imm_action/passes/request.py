@@ -30,7 +30,6 @@ from imm_action.model.state import (
 from imm_action.passes.observe import (
     CandidateMemo,
 )
-from imm_action.plan.check_paths import ScopeCoversCheck
 from imm_action.verify.checks import ResultCache, Verifier
 
 MAX_LOST_RACES = 25
@@ -82,9 +81,10 @@ class PassRequest:
     # What earlier batches integrated on the line a new batch builds on (the plan's
     # `already_settled` tasks, with their commits): recorded in the new batch's state.
     settled: tuple[SettledTask, ...] = ()
-    # Tasks whose scope covers a path another task's check names (issue 42 #3): said once by
-    # `imm run` before any lane starts; a lane of theirs that changes the path is refused.
-    scope_conflicts: tuple[ScopeCoversCheck, ...] = ()
+    # Tasks whose scope covers a path another task's check names and runs after its owner, or
+    # beside it (issue 42 #3, issue 58), as (task, warning): said once by `imm run` before any
+    # lane starts; a lane of theirs that changes the path is refused.
+    scope_conflicts: tuple[tuple[str, str], ...] = ()
     # On GitHub, where a stack's checks may fan out to verify jobs (issue 32, decision 0054):
     # the stack and bisect jobs' pass (it runs no check, and records what the stack owes as
     # shards when that pays), the verdicts the bisect and integrate jobs downloaded, and, for

@@ -32,15 +32,33 @@ class ChangedEntry:
     path: str
     mode: str  # the new mode ("000000" when the change removes the path)
     link_target: str | None = None  # for a symlink: what it points to
+    added: bool = False  # the path held no file before the change (a new file)
 
 
-def _owners(path: str, owned: Mapping[str, Collection[str]]) -> frozenset[str]:
-    """The tasks whose checks name `path` or a folder above it (issue 42 #2: a check that
-    names `tests/c` protects what lies below it)."""
+@dataclass(frozen=True)
+class NamedPath:
+    """A path the plan's checks name: the tasks whose checks do, and the tasks that may create,
+    change or remove it — each owner and the tasks ordered before it, of every owner (issue
+    58: ownership follows the plan's order)."""
+
+    owners: frozenset[str]
+    writers: frozenset[str]
+
+
+def touched_check(
+    entry: ChangedEntry, named: Mapping[str, NamedPath], task_id: str | None
+) -> frozenset[str]:
+    """The owners of a named path this entry may not touch: it is the named path itself, or a
+    file below a named folder that the change does not add — a file the owner's landed check
+    ran (issue 42 #2) — and the lane's task is not ordered before each owner. A new file below
+    a named folder is the test ledger's to judge, not a change to what the check names."""
     found: set[str] = set()
-    at = path
+    at = entry.path
     while at:
-        found.update(owned.get(at, ()))
+        known = named.get(at)
+        touched = at == entry.path or not entry.added
+        if known is not None and task_id not in known.writers and touched:
+            found.update(known.owners)
         at = at.rpartition("/")[0]
     return frozenset(found)
 
@@ -51,7 +69,7 @@ def lane_change_refusal(
     plan_paths: Collection[str] = (),
     tree_links: Mapping[str, str] | None = None,
     *,
-    check_files: Mapping[str, Collection[str]] | None = None,
+    check_files: Mapping[str, NamedPath] | None = None,
     task_id: str | None = None,
 ) -> str | None:
     """Why these changes must not land, naming the paths; None when they may. `plan_paths`:
@@ -73,7 +91,7 @@ def lane_change_refusal(
     foreign = sorted(
         f"{e.path} ({', '.join(sorted(owners))})"
         for e in entries
-        if (owners := _owners(e.path, owned)) and task_id not in owners
+        if (owners := touched_check(e, owned, task_id))
     )
     if foreign:
         return f"{TOUCHES_CHECK}: {listed(foreign)}"

@@ -17,6 +17,7 @@ from imm_action.model.plan import (
     BatchPlan,
     ChildStatus,
 )
+from imm_action.plan.check_paths import CheckOrder, check_orders, intent_conflicts
 from imm_action.plan.dag import kahn_order, transitive_closures
 from imm_action.plan.schedule import ScheduleChild, parallel_groups
 
@@ -49,6 +50,16 @@ def build_plan(
     closures = transitive_closures(order, dependencies)
     tasks = {task.task_id: task for task in initiative.tasks}
     children = _classify(order, tasks, closures, intents, options.integrated_before)
+    orders = _check_orders(children, closures, intents)
+    if orders:
+        # what ownership of named paths needs (issue 58): the covering task first. Only
+        # enrollable tasks are ordered, so no status changes: the layers and closures do.
+        dependencies = {task: [*needs] for task, needs in dependencies.items()}
+        for added in orders:
+            dependencies[added.owner].append(added.task)
+        order = kahn_order(dependencies)
+        closures = transitive_closures(order, dependencies)
+        children = _classify(order, tasks, closures, intents, options.integrated_before)
     enrollable = [
         {
             "task_id": child["task_id"],
@@ -85,8 +96,30 @@ def build_plan(
                 for task_id, others in projection.scope_conflicts
             ],
             "plan_digest": plan_digest(enrollable),
+            "check_orders": [
+                {"task_id": added.owner, "after": added.task, "path": added.path}
+                for added in orders
+            ],
         }
     )
+
+
+def _check_orders(
+    children: Sequence[Mapping[str, Any]],
+    closures: Mapping[str, list[str]],
+    intents: Mapping[str, IntentReading],
+) -> tuple[CheckOrder, ...]:
+    """The orders ownership of named paths adds between enrollable tasks (issue 58)."""
+    valid = {
+        child["task_id"]: reading.intent
+        for child in children
+        if child["status"] == "enrollable"
+        and isinstance(reading := intents.get(child["task_id"]), ValidIntent)
+    }
+    if len(valid) < 2:
+        return ()
+    plan_order = [child["task_id"] for child in children if child["task_id"] in valid]
+    return check_orders(plan_order, closures, intent_conflicts(valid)).orders
 
 
 def _check_options(options: PlanOptions) -> None:

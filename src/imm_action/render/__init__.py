@@ -5,6 +5,7 @@ summary — renders through here, so they say the same thing."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ def batch_body(
         *rows,
         "",
         *adopted_markdown(report),
+        *retired_markdown(state),
         *failures_markdown(report.children),
         *failure_details(state.branch, report.branch_failures),
         "```mermaid",
@@ -79,6 +81,25 @@ def batch_body(
         "```",
         "",
     ]
+
+
+def retired_markdown(state: BatchRunState) -> list[str]:
+    """The tests each landed task retired (issue 58), every id a code span: an intent's text
+    is never Markdown that renders."""
+    lines = [
+        f"- `{child.task_id}` retired " + ", ".join(code_span(test) for test in child.retired_tests)
+        for child in state.children
+        if child.retired_tests and child.state.done
+    ]
+    return [*lines, ""] if lines else []
+
+
+def code_span(text: str) -> str:
+    """`text` as one inline code span, whatever backticks it holds (CommonMark: a fence of
+    more backticks than any run inside, spaced where the text starts or ends with one)."""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def cost_cells(report: BatchRunReport) -> dict[str, str]:
@@ -190,6 +211,7 @@ def batch_text(
     lines.extend(folded_failures(report.branch_failures, "  "))
     lines.extend(report.adopted)
     lines.extend(report.quarantined)
+    lines.extend(report.retired)
     if full is not None:
         lines.append(f"every failure in full: {full}")
     commands = local_commands(report, program, repo, executor, idle) if repo is not None else []

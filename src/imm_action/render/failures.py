@@ -7,6 +7,7 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 
+from imm_action.model.ledger import lost_line
 from imm_action.model.outcome import Failure
 from imm_action.model.report import ReportChild
 from imm_action.text import plural
@@ -27,6 +28,8 @@ def failure_ending(failure: Failure) -> str:
         return "was stopped: its output passed its limit"
     if failure.changed_outside:
         return f"changed files outside its writable paths: {', '.join(failure.changed_outside)}"
+    if failure.lost_tests and failure.exit_code == 0:
+        return f"passed, but {lost_line(failure.lost_tests)}"
     if failure.exit_code is None:
         return "ended without an exit status"
     return f"exited with {failure.exit_code}"
@@ -43,7 +46,16 @@ def failure_text(failure: Failure, indent: str = "", most: int | None = None) ->
     output = failure.output_tail.splitlines()
     if most is not None:
         output = output[-most:] if most > 0 else []
-    return "\n".join([f"{indent}{failure_headline(failure)}", *_output_lines(output, indent)])
+    return "\n".join([f"{indent}{failure_headline(failure)}", *ledger_lines(failure, indent),
+                      *_output_lines(output, indent)])  # fmt: skip
+
+
+def ledger_lines(failure: Failure, indent: str = "") -> list[str]:
+    """What its test report says of a failed check (issue 58): the tests that failed. (The
+    tests it lost, where it exited 0, are how it ended; else its failures say why.)"""
+    if not failure.failed_tests:
+        return []
+    return [f"{indent}  failed tests: {', '.join(failure.failed_tests)}"]
 
 
 def _output_lines(output: Sequence[str], indent: str, whose: str = "its output") -> list[str]:
@@ -71,7 +83,8 @@ def folded_failures(
         groups.setdefault(error_signature(failure.output_tail), []).append(failure)
     lines: list[str] = []
     for members in groups.values():
-        lines.extend(f"{indent}{failure_headline(failure)}" for failure in members)
+        for failure in members:
+            lines += [f"{indent}{failure_headline(failure)}", *ledger_lines(failure, indent)]
         if most <= 0:  # the headlines alone: the output is shown elsewhere
             continue
         whose = (
@@ -116,12 +129,15 @@ def failure_details(task_id: str, failures: Iterable[Failure]) -> list[str]:
             f"<code>{html.escape(failure.command)}</code> "
             f"{html.escape(failure_ending(failure))}"
         )
-        fence = code_fence(failure.output_tail)
+        # what its test report says, inside the fence: test ids are a lane's own text
+        shown = "\n".join([*(line.strip() for line in ledger_lines(failure)),
+                           failure.output_tail or "(no output)"])  # fmt: skip
+        fence = code_fence(shown)
         parts += [
             f"<details><summary>{summary}</summary>",
             "",
             f"{fence}text",
-            failure.output_tail or "(no output)",
+            shown,
             fence,
             "",
             "</details>",

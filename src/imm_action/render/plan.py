@@ -93,6 +93,15 @@ def plan_markdown(plan: BatchPlan, gate: Sequence[str] = ()) -> str:
             for conflict in plan.scope_conflicts
         ]
         parts.append("")
+    if plan.check_orders:
+        parts += ["## Orders the checks need", ""]
+        parts += [
+            f"- `{added.task_id}` runs after `{added.after}`: `{added.after}`'s scope covers "
+            f"`{added.path}`, which `{added.task_id}`'s check names (only a task ordered before "
+            "the check's own may change it)"
+            for added in plan.check_orders
+        ]
+        parts.append("")
     parts += [
         *gate,
         "## Dependency graph",

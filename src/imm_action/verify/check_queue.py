@@ -23,7 +23,7 @@ from typing import Protocol
 
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CheckResult
-from imm_action.verify.sandbox import Sandbox, run_command
+from imm_action.verify.sandbox import Sandbox, run_check, run_command
 
 
 class Queued(Protocol):
@@ -282,4 +282,4 @@ def _run_one(
     failed = held.prepared[key]
     if failed is not None:
         return prepare_failed(check, failed)
-    return run_command(held.sandbox, check.check_id, check.descriptor.command, writable)
+    return run_check(held.sandbox, check.check_id, check.descriptor, writable)

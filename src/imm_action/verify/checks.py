@@ -30,7 +30,7 @@ from imm_action.verify.check_queue import (
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
 from imm_action.verify.confine import Bind, Confinement
 from imm_action.verify.overlays import OverlayTree, taken_tree
-from imm_action.verify.sandbox import Sandbox, run_command
+from imm_action.verify.sandbox import Sandbox, run_check, run_command
 from imm_action.verify.trees import CheckoutTree, remove_tree
 
 
@@ -46,8 +46,9 @@ class Check:
 
 def descriptor_digest(descriptor: VerificationDescriptor) -> str:
     dumped = descriptor.model_dump(mode="json")
-    if dumped.get("reads") is None:  # the digest of every descriptor written before `reads`
-        dumped.pop("reads", None)
+    for later in ("reads", "report"):  # the digest of every descriptor written before them
+        if dumped.get(later) is None:
+            dumped.pop(later, None)
     return sha256_digest(json.dumps(dumped, sort_keys=True))
 
 
@@ -71,6 +72,9 @@ class ResultCache:
         self._stored: CheckCache | None = None
         # (tree, digest, attempt) results a stack's record has counted as runs already
         self._counted: set[tuple[str, str, int]] = set()
+        # the batch head's tree: its runs are kept whatever ran since (what a candidate's
+        # tests are judged against, issue 58)
+        self._head: str | None = None
         for entry in stored.entries if stored else ():
             if entry.result.passed:  # (states written before failures stopped being stored)
                 self.put(entry.tree, entry.descriptor_digest, entry.result)
@@ -90,7 +94,16 @@ class ResultCache:
         kept = ResultCache(self.stored())
         with self._lock:
             kept._counted = set(self._counted)
+            kept._head = self._head
         return kept
+
+    def hold(self, tree: str) -> None:
+        """Keep the runs on `tree`, the batch head's, in what the state stores: a bisection's
+        probes ran since, but candidates are judged against the head's tests."""
+        with self._lock:
+            if tree != self._head:
+                self._head = tree
+                self._stored = None
 
     def tree_lock(self, tree: str) -> threading.Lock:
         """Held while a tree is verified, so two workers never run its checks twice."""
@@ -153,11 +166,17 @@ class ResultCache:
         the cache."""
         with self._lock:
             if self._stored is None:
+                kept = set(self._last_run.items())
+                kept.update(
+                    (digest, tree)
+                    for (tree, digest), result in self._results.items()
+                    if tree == self._head and result.passed and not result.carried_over
+                )
                 entries = [
                     CachedCheck(
                         tree=tree, descriptor_digest=digest, result=self._results[(tree, digest)]
                     )
-                    for digest, tree in sorted(self._last_run.items(), key=lambda i: (i[1], i[0]))
+                    for digest, tree in sorted(kept, key=lambda i: (i[1], i[0]))
                 ]
                 self._stored = CheckCache(entries=entries)
             return self._stored
@@ -209,13 +228,13 @@ class Verifier:
             for job in jobs:
                 for check in job.checks:
                     key = (job.tree, check.digest)
-                    if key not in pending and self._known(job.tree, check) is None:
+                    if key not in pending and self.known(job.tree, check) is None:
                         pending[key] = QueuedCheck(job.tree, check)
             if pending:
                 self._run_queued(list(pending.values()))
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
-    def _known(self, tree: str, check: Check) -> CheckResult | None:
+    def known(self, tree: str, check: Check) -> CheckResult | None:
         """`check`'s result on `tree` without running it: cached, or carried over from its last
         pass (and cached then)."""
         cached = self.cache.get(tree, check.digest)
@@ -300,7 +319,7 @@ class Verifier:
         by_digest: dict[str, CheckResult] = {}
         pending: dict[str, Check] = {}
         for check in checks:
-            cached = None if check.digest in pending else self._known(tree, check)
+            cached = None if check.digest in pending else self.known(tree, check)
             if cached is not None:
                 by_digest[check.digest] = cached
             else:
@@ -441,9 +460,7 @@ def _run_in(
             if not prepared.passed:
                 results.append((check, _prepare_failed(check, prepared)))
                 continue
-        results.append(
-            (check, run_command(sandbox, check.check_id, check.descriptor.command, writable))
-        )
+        results.append((check, run_check(sandbox, check.check_id, check.descriptor, writable)))
     return results
 
 

@@ -31,6 +31,8 @@ def check_failure(check: Check, result: CheckResult, mask: Masker = NO_MASK) -> 
         output_limited=result.output_limited,
         changed_outside=list(result.changed_outside),
         output_tail=mask(last_lines(result.output_tail)),
+        failed_tests=[mask(test) for test in result.failed_tests],
+        lost_tests=[mask(test) for test in result.lost_tests],
     )
 
 

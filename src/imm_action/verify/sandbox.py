@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 import selectors
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from imm_action.model.descriptor import DescriptorCommand
+from imm_action.ledger.read import run_ledger
+from imm_action.model.descriptor import DescriptorCommand, VerificationDescriptor
+from imm_action.model.ledger import named_tests
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
 from imm_action.verify.confine import (
     NOT_CONFINED,
@@ -28,6 +31,7 @@ from imm_action.verify.confine import (
     inside,
 )
 from imm_action.verify.contain import end, start_contained
+from imm_action.verify.trees import remove_tree
 from imm_action.verify.view import within
 
 _READ_CHUNK = 65536
@@ -99,11 +103,75 @@ class Sandbox:
 def run_command(
     sandbox: Sandbox, check_id: str, command: DescriptorCommand, writable: tuple[str, ...]
 ) -> CheckResult:
+    return _run(sandbox, check_id, command, writable)[0]
+
+
+def run_check(
+    sandbox: Sandbox, check_id: str, descriptor: VerificationDescriptor, writable: tuple[str, ...]
+) -> CheckResult:
+    """A check's run, with the tests it reported (issue 58): pytest writes JUnit XML where
+    PYTEST_ADDOPTS says, any runner may write a report to $IMM_TEST_REPORT, the descriptor
+    may name the file its runner writes (`report`), and TAP in the output counts too."""
+    folder = (sandbox.scratch or sandbox.home) / TESTS_FOLDER
+    remove_tree(folder)
+    folder.mkdir(parents=True)
+    in_tree = _report_place(sandbox, descriptor.report)
+    before = _stamp(in_tree)
+    ran, output = _run(replace(sandbox, extra=(*sandbox.extra, *ledger_environment(folder))),
+                       check_id, descriptor.command, writable)  # fmt: skip
+    reports = [(folder, PYTEST_REPORT), (folder, ANY_REPORT)]
+    if in_tree is not None and _stamp(in_tree) != before:  # written by this run
+        reports.append(in_tree)
+    roots = [str(sandbox.root), *([sandbox.seen_at] if sandbox.seen_at else [])]
+    ledger = run_ledger(reports, output.decode("utf-8", "replace"), roots)
+    if ledger is None:
+        return ran
+    return ran.model_copy(update={"tests": ledger, "failed_tests": named_tests(ledger.failing())})
+
+
+TESTS_FOLDER = "imm-tests"  # in a check's writable scratch: the reports imm asks for
+PYTEST_REPORT = "pytest.xml"
+ANY_REPORT = "report"
+
+
+def ledger_environment(folder: Path) -> tuple[tuple[str, str], ...]:
+    """What asks a check's runner for its report: pytest through PYTEST_ADDOPTS (a script
+    that runs pytest reports too; xunit1 names each test's file, so ids are node ids), any
+    runner through IMM_TEST_REPORT."""
+    junit = shlex.quote(f"--junitxml={folder / PYTEST_REPORT}")
+    return (
+        ("PYTEST_ADDOPTS", f"{junit} -o junit_family=xunit1"),
+        ("IMM_TEST_REPORT", str(folder / ANY_REPORT)),
+    )
+
+
+def _report_place(sandbox: Sandbox, report: str | None) -> tuple[Path, str] | None:
+    """Where a report the descriptor names lies on the host once the check wrote it: in an
+    overlay's upper folder (what the run wrote), or in the checkout."""
+    if report is None:
+        return None
+    return (sandbox.overlay.upper if sandbox.overlay is not None else sandbox.root), report
+
+
+def _stamp(place: tuple[Path, str] | None) -> tuple[int, int, int] | None:
+    if place is None:
+        return None
+    try:
+        status = os.lstat(place[0] / place[1])
+    except OSError:
+        return None
+    return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _run(
+    sandbox: Sandbox, check_id: str, command: DescriptorCommand, writable: tuple[str, ...]
+) -> tuple[CheckResult, bytes]:
+    """The command's result, and all it printed (up to its output limit)."""
     started = time.monotonic()
     try:
         argv, cwd = _resolve(sandbox, command)
     except _CannotRun as refusal:
-        return _refused(check_id, str(refusal))
+        return _refused(check_id, str(refusal)), b""
     before = snapshot(sandbox.root, writable) if sandbox.changes is None else {}
     exit_code, output, timed_out, limited = _execute(argv, cwd, sandbox, command)
     if sandbox.changes is None:
@@ -111,7 +179,7 @@ def run_command(
     else:
         changed = sandbox.changes(writable)
     duration = int((time.monotonic() - started) * 1000)
-    return CheckResult(
+    result = CheckResult(
         check_id=check_id,
         passed=exit_code == 0 and not timed_out and not limited and not changed,
         exit_code=exit_code,
@@ -121,6 +189,7 @@ def run_command(
         changed_outside=changed,
         output_tail=output[-OUTPUT_TAIL_BYTES:].decode("utf-8", "replace"),
     )
+    return result, output
 
 
 class _CannotRun(Exception):
