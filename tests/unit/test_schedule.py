@@ -182,3 +182,17 @@ def test_a_lane_waiting_for_the_integrator_frees_its_slot_but_keeps_its_scope() 
     assert startable(children, AdmissionLimits(max_parallel=1)) == ["y"]
     at_work = replace(waiting, holds_lane=True)
     assert startable([at_work, *children[1:]], AdmissionLimits(max_parallel=1)) == []
+
+
+def test_a_task_ordered_after_another_starts_once_it_ended_landed_or_parked() -> None:
+    """Issue 58: a check order is an order, not a dependency."""
+    later = replace(_pending("c", ("c",)), after=("s",))
+    limits = AdmissionLimits(max_parallel=2)
+    assert startable([_pending("s", ("s",)), later], limits) == ["s"]
+    at_work = CandidateChild("s", (), ("s",), pending=False, in_flight=True, done=False)
+    assert startable([at_work, later], limits) == []
+    for ended in (
+        CandidateChild("s", (), ("s",), pending=False, in_flight=False, done=True),  # landed
+        CandidateChild("s", (), ("s",), pending=False, in_flight=False, done=False),  # parked
+    ):
+        assert startable([ended, later], limits) == ["c"]

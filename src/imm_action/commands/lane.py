@@ -42,7 +42,7 @@ from imm_action.lanes.local import spend_file_of
 from imm_action.lanes.run import LaneSpec, run_lane
 from imm_action.masking import masker_for
 from imm_action.model.state import BatchRunState, ChildState, Lane
-from imm_action.passes.gate import gate_at
+from imm_action.passes.gate import BranchGate, branch_checks_of
 from imm_action.passes.intent_checks import plan_paths
 from imm_action.ports import Ports
 from imm_action.verify.checks import ResultCache, Verifier
@@ -151,9 +151,10 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         timeout_s=_lane_minutes(args, batch_repo.config.lane_timeout_minutes) * 60.0,
         executor_env=tuple(batch_repo.config.executor_env),
         committer=committer_of(batch_repo.config),
-        # the plan's files and the scripts its branch checks run (issue 58)
+        # the plan's files and the scripts its branch checks run (issue 58), as the config the
+        # job checked out says: the lane's own early refusal (the integrator reads the plan's)
         plan_paths=plan_paths(state, config_path())
-        | frozenset(gate_at(batch_repo.root, state.judged_at, config_path()).scripts),
+        | frozenset(BranchGate(branch_checks_of(batch_repo.config)).scripts),
         executor_report=batch_repo.config.executor_report,
         spend_file=spend_file_of(args.log) if args.log else None,
     )

@@ -76,6 +76,7 @@ def first_wave_matrix(
     entries), of the plan job's shape."""
     slices = {child.task_id: child.slice_id for child in plan.children}
     settled = {child.task_id for child in plan.children if child.status == "already_settled"}
+    after = plan.runs_after()
     candidates = [
         CandidateChild(
             task_id=child.task_id,
@@ -84,6 +85,7 @@ def first_wave_matrix(
             pending=True,
             in_flight=False,
             done=False,
+            after=tuple(after.get(child.task_id, ())),
         )
         for child in plan.enrollable
     ]

@@ -123,17 +123,20 @@ def continued_children(
     staying parked."""
     enrollable = {child.task_id for child in plan.enrollable}
     before = {child.task_id: child for child in stopped.children}
+    runs_after = plan.runs_after()
     children = []
     for planned in plan.children:
         if planned.task_id not in enrollable:
             continue
         blocked_by = [need for need in planned.blocked_by if need in enrollable]
+        after = runs_after.get(planned.task_id)
         old = before.get(planned.task_id)
         if old is not None and (old.state.done or not _runs_again(old, retry)):
-            kept = old.model_copy(update={"blocked_by": blocked_by, "slice_id": planned.slice_id})
+            kept = old.model_copy(update={"blocked_by": blocked_by, "slice_id": planned.slice_id,
+                                          "after": after})  # fmt: skip
             children.append(kept if old.state.done else _at_rest(kept))
             continue
-        children.append(BatchChild.pending(planned.task_id, planned.slice_id, blocked_by))
+        children.append(BatchChild.pending(planned.task_id, planned.slice_id, blocked_by, after))
     return children
 
 

@@ -384,6 +384,7 @@ def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]
             in_flight=c.state.in_flight,
             done=c.state.done,
             holds_lane=c.state in LANE_AT_WORK,
+            after=tuple(c.after or ()),
         )
         for c in state.children
     ]

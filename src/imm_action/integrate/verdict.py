@@ -259,6 +259,9 @@ def _reason(child: BatchChild, done: AbstractSet[str]) -> str | None:
             return "lane committed; waiting for integration"
         case _:
             waiting = [need for need in child.blocked_by if need not in done]
+            ordered = [first for first in child.after or () if first not in done]
+            if ordered and not waiting:  # it may start once they ended, landed or parked
+                return f"runs after {', '.join(ordered)} (check_orders)"
             return f"waiting for {', '.join(waiting)}" if waiting else "waiting for a lane"
 
 

@@ -53,7 +53,8 @@ class ScopeConflict(StrictModel):
 
 class PlanCheckOrder(StrictModel):
     """An order the plan added (issue 58): `task_id` runs after `after`, whose scope covers
-    `path`, which `task_id`'s check names — so `after` may build what `task_id` tests."""
+    `path`, which `task_id`'s check names — so `after` may build what `task_id` tests. It
+    starts once `after` has ended, landed or parked."""
 
     task_id: Identifier
     after: Identifier
@@ -76,5 +77,13 @@ class BatchPlan(StrictModel):
     check_orders: list[PlanCheckOrder] = Field(
         default_factory=list,
         description="Orders the plan added so that a task whose scope covers a path another "
-        "task's check names runs before it (included in blocked_by).",
+        "task's check names runs before it: `task_id` starts once `after` has ended (landed "
+        "or parked); not a dependency.",
     )
+
+    def runs_after(self) -> dict[str, list[str]]:
+        """Each task the plan orders after others (`check_orders`), with those others."""
+        found: dict[str, list[str]] = {}
+        for order in self.check_orders:
+            found.setdefault(order.task_id, []).append(order.after)
+        return found

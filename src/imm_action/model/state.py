@@ -116,12 +116,18 @@ class BatchChild(StrictModel):
     # What the task's agent runs cost in this batch, every attempt summed — parked and lost
     # ones too (issue 45). None: no lane of it ended yet.
     spend: AgentSpend | None = None
+    # The tasks it runs after (the plan's `check_orders`, issue 58): their scope covers a path
+    # its check names. An order, not a dependency: it starts once each of them has ended,
+    # landed or parked. None: none.
+    after: list[Identifier] | None = None
     # The tests its intent retired, once it landed (issue 58): listed by every report.
     retired_tests: Annotated[list[Annotated[str, Field(max_length=MAX_TEST_ID)]],
                              Field(max_length=200)] | None = None  # fmt: skip
 
     @classmethod
-    def pending(cls, task_id: str, slice_id: str, blocked_by: list[str]) -> BatchChild:
+    def pending(
+        cls, task_id: str, slice_id: str, blocked_by: list[str], after: list[str] | None = None
+    ) -> BatchChild:
         """A child enrolled in a batch, before anything happened to it."""
         return cls(
             task_id=task_id,
@@ -133,6 +139,7 @@ class BatchChild(StrictModel):
             lane=None,
             qa_failures=0,
             attempts=0,
+            after=after or None,
         )
 
 

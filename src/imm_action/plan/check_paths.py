@@ -333,15 +333,23 @@ def ordered_ancestors(
 ) -> dict[str, frozenset[str]]:
     """Each task's ancestors once the orders ownership needs are added (as `imm plan` makes
     them; `dependencies` must form no cycle)."""
-    order = kahn_order(dependencies)
-    closures = transitive_closures(order, dependencies)
-    added = check_orders(order, closures, conflicts).orders
-    if added:
-        extended = {task: [*needs] for task, needs in dependencies.items()}
-        for edge in added:
-            extended[edge.owner].append(edge.task)
-        closures = transitive_closures(kahn_order(extended), extended)
-    return {task: frozenset(found) for task, found in closures.items()}
+    closures = transitive_closures(kahn_order(dependencies), dependencies)
+    return ancestors_with(closures, check_orders(list(closures), closures, conflicts).orders)
+
+
+def ancestors_with(
+    closures: Mapping[str, Collection[str]], orders: Sequence[CheckOrder]
+) -> dict[str, frozenset[str]]:
+    """Each task's ancestors through its dependencies (`closures`) and the orders the plan
+    added: the tasks that run before it."""
+    if not orders:
+        return {task: frozenset(found) for task, found in closures.items()}
+    extended = {task: [*found] for task, found in closures.items()}
+    for edge in orders:
+        extended.setdefault(edge.task, [])
+        extended.setdefault(edge.owner, []).append(edge.task)
+    closed = transitive_closures(kahn_order(extended), extended)
+    return {task: frozenset(found) for task, found in closed.items()}
 
 
 def cover_warnings(

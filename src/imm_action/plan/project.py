@@ -50,16 +50,10 @@ def build_plan(
     closures = transitive_closures(order, dependencies)
     tasks = {task.task_id: task for task in initiative.tasks}
     children = _classify(order, tasks, closures, intents, options.integrated_before)
+    # what ownership of named paths needs (issue 58): a task whose scope covers a path another
+    # task's check names runs before it — an order, not a dependency: the later task waits
+    # for the earlier to end, landed or parked
     orders = _check_orders(children, closures, intents)
-    if orders:
-        # what ownership of named paths needs (issue 58): the covering task first. Only
-        # enrollable tasks are ordered, so no status changes: the layers and closures do.
-        dependencies = {task: [*needs] for task, needs in dependencies.items()}
-        for added in orders:
-            dependencies[added.owner].append(added.task)
-        order = kahn_order(dependencies)
-        closures = transitive_closures(order, dependencies)
-        children = _classify(order, tasks, closures, intents, options.integrated_before)
     enrollable = [
         {
             "task_id": child["task_id"],
@@ -76,7 +70,7 @@ def build_plan(
         for child in children
         if child["status"] != "enrollable"
     ]
-    projection = parallel_groups(_schedule_view(enrollable, intents))
+    projection = parallel_groups(_schedule_view(enrollable, intents, orders))
     # One validation of the whole plan: pydantic-core checks 10,000 children in one call far
     # faster than 30,000 model constructors would.
     return BatchPlan.model_validate(
@@ -190,11 +184,17 @@ def _budget(options: PlanOptions, enrollable: int) -> dict[str, int]:
 
 
 def _schedule_view(
-    enrollable: Sequence[dict[str, Any]], intents: Mapping[str, IntentReading]
+    enrollable: Sequence[dict[str, Any]],
+    intents: Mapping[str, IntentReading],
+    orders: Sequence[CheckOrder] = (),
 ) -> list[ScheduleChild]:
     # Settled and excluded dependencies never get placed in a wave; only enrollable ones order
-    # the waves (an already settled dependency is done).
+    # the waves (an already settled dependency is done). The orders ownership adds order them
+    # too: the waves show when a task can run.
     ids = {child["task_id"] for child in enrollable}
+    after: dict[str, list[str]] = {}
+    for added in orders:
+        after.setdefault(added.owner, []).append(added.task)
     view = []
     for child in enrollable:
         reading = intents[child["task_id"]]
@@ -203,7 +203,11 @@ def _schedule_view(
         view.append(
             ScheduleChild(
                 task_id=child["task_id"],
-                blocked_by=tuple(need for need in child["blocked_by"] if need in ids),
+                blocked_by=tuple(
+                    need
+                    for need in [*child["blocked_by"], *after.get(child["task_id"], ())]
+                    if need in ids
+                ),
                 scope_hint=tuple(reading.intent.scope_hint),
             )
         )

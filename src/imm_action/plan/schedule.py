@@ -94,6 +94,9 @@ class CandidateChild:
     # Whether it holds a lane slot (a lane at work). A child whose lane ended and whose commit
     # waits for the integrator keeps its scope but frees its slot; unset: as `in_flight`.
     holds_lane: bool | None = None
+    # Tasks it runs after without needing them (issue 58: the plan's check orders): it starts
+    # once each has ended — landed, parked or skipped — not while one waits or works.
+    after: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,13 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
         if child.in_flight:
             occupied.add(position, _schedule_prefixes(child, limits.barrier_globs))
             slots += 1 if (child.in_flight if child.holds_lane is None else child.holds_lane) else 0
+    waiting = {child.task_id for child in children if child.pending or child.in_flight}
     ready = [
         (position, child)
         for position, child in enumerate(children)
-        if child.pending and all(need in done for need in child.blocked_by)
+        if child.pending
+        and all(need in done for need in child.blocked_by)
+        and not any(first in waiting for first in child.after)
     ]
     if len(ready) > 1:  # an order to choose: worth the chains' lengths
         height = remaining_path_lengths(children)
