@@ -477,3 +477,24 @@ def test_an_unordered_scope_that_covers_a_named_path_is_ordered_first_and_warned
     code, out, _ = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
     said = "`c` runs after `s`: `s`'s scope covers `tests/test_c.py`, which `c`'s check names"
     assert said in out
+
+
+def test_check_names_a_scope_that_covers_the_script_a_branch_check_runs_at_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 58 #2: the suite's script is the plan's; a lane rewriting it to `exit 0` is
+    refused whatever its scope, and `imm check` says so before any lane runs."""
+    repo = make_project(
+        tmp_path / "r", {"s": []}, scopes={"s": ["scripts/**"]},
+        extra_files={"scripts/test.sh": "exit 1\n",
+                     ".github/imm.yml": "branch_checks:\n  - sh scripts/test.sh\n"},
+    )  # fmt: skip
+    text = (repo / "docs/plans/s.intent.json").read_text()
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if '"scope_hint"' in row)
+    code, out, err = run_cli(capsys, "check", "--repo", str(repo))
+    assert code == 0, out + err
+    assert (
+        f"docs/plans/s.intent.json:{line}: scope_covers_plan: s may change scripts/test.sh, "
+        "which branch check branch:1 runs; no lane may change it (lane_touches_plan) — narrow "
+        "s's scope_hint to leave scripts/test.sh out"
+    ) in out

@@ -232,3 +232,14 @@ def test_a_named_file_covered_by_a_later_task_is_warned_a_named_folder_is_not() 
     before = ScopeCoversCheck("up", "pkg/contrib", "c")
     said = cover_warnings([file_, folder, before], {"later": {"c"}, "c": {"up"}})
     assert said == [(file_, file_.after_owner_message())]
+
+
+def test_a_co_owner_whose_scope_covers_a_path_another_check_names_too_is_ordered_first() -> None:
+    """The shape of a test file reviewed by one task and run by another's check as well: the
+    reviewer writes it, so it goes first (pluggy's initiative, benchmarks/branch_checks.py)."""
+    named = {"testing/test_hooks.py": {"review", "mod"}}
+    scopes = {"review": ["testing/test_hooks.py"], "mod": ["src/hooks.py"]}
+    conflicts = scope_check_conflicts(scopes, named)
+    assert conflicts == [ScopeCoversCheck("review", "testing/test_hooks.py", "mod")]
+    found = check_orders(["mod", "review"], {}, conflicts)
+    assert found.orders == (CheckOrder("mod", "review", "testing/test_hooks.py"),)

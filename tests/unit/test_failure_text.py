@@ -31,6 +31,10 @@ def _failure(**fields: object) -> Failure:
         ({"exit_code": 0, "changed_outside": ["a.txt"]},
          "changed files outside its writable paths: a.txt"),
         ({"exit_code": None, "output_limited": True}, "was stopped: its output passed its limit"),
+        ({"exit_code": 0, "lost_tests": ["t.py::a (missing)"]},
+         "passed, but 1 test no longer passes: t.py::a (missing)"),
+        ({"exit_code": 0, "lost_tests": ["no test report, where 3 tests passed on the batch head"]},
+         "passed, but no test report, where 3 tests passed on the batch head"),
     ],
 )  # fmt: skip
 def test_a_failure_ends_in_words(fields: dict[str, object], ending: str) -> None:
@@ -45,6 +49,32 @@ def test_the_text_form_shows_the_last_lines_behind_a_bar() -> None:
         "    | one",
         "    | two",
     ]
+
+
+def test_the_tests_a_report_says_failed_are_named_under_the_headline_and_in_the_prompt() -> None:
+    """Issue 58: the failing test ids, not only the output's last lines — for a person and for
+    the executor's next attempt."""
+    from imm_action.lanes.prompt import render_prompt
+    from imm_action.model.intent import TaskIntent
+    from tests.conftest import intent
+
+    failure = _failure(output_tail="E assert 0", failed_tests=["t.py::a", "t.py::b"])
+    assert failure_text(failure).splitlines()[:2] == [
+        "a:ok: `tool --x` exited with 1",
+        "  failed tests: t.py::a, t.py::b",
+    ]
+    prompt = render_prompt(TaskIntent.model_validate(intent("a")), 0, 2, [failure])
+    assert "failed tests: t.py::a, t.py::b" in prompt
+
+
+def test_the_failing_tests_stay_inside_the_markdown_fence() -> None:
+    """Test ids are a lane's own text: on GitHub they sit in the code block, inert."""
+    from imm_action.render.failures import failure_details
+
+    failure = _failure(output_tail="boom", failed_tests=["@octocat <img src=x> #1"])
+    block = "\n".join(failure_details("a", [failure]))
+    fenced = block.split("```text\n", 1)[1].split("\n```", 1)[0]
+    assert fenced == "failed tests: @octocat <img src=x> #1\nboom"
 
 
 def test_output_holding_a_code_fence_cannot_end_the_markdown_block() -> None:

@@ -235,7 +235,8 @@ def scope_check_conflicts(
     run: Collection[str] = (),
 ) -> list[ScopeCoversCheck]:
     """Every (task, path, owner) where `task`'s scope may change `path` (or what lies below it)
-    and only `owner`'s check names it. `named`: path -> the tasks whose checks name it; `run`:
+    and `owner`'s check names it, `owner` another task. `named`: path -> the tasks whose checks
+    name it; `run`:
     the paths a check runs itself. A trie of the scopes answers each path, so 10,000 tasks
     cost no pairwise comparison."""
     tasks = list(scopes)
@@ -247,10 +248,12 @@ def scope_check_conflicts(
     for path, owners in named.items():
         covering = {tasks[position] for position in index.overlapping([scope_prefix(path)])}
         for task in sorted(covering):
-            if task in owners or not scopes_overlap(scopes[task], [path, f"{path}/**"]):
+            if not scopes_overlap(scopes[task], [path, f"{path}/**"]):
                 continue
             runs = path in run
-            found.extend(ScopeCoversCheck(task, path, owner, runs) for owner in sorted(owners))
+            # a co-owner too: its own check names the path, another's as well
+            found.extend(ScopeCoversCheck(task, path, owner, runs)
+                         for owner in sorted(owners) if owner != task)  # fmt: skip
     return sorted(found)
 
 
