@@ -239,7 +239,7 @@ def test_a_stack_record_names_its_lanes_its_runs_and_what_bisection_found() -> N
 
 # -- judged by the head's tests (issue 58) --------------------------------------------------------
 def _suite_levels(
-    retired_at: int | None = None,
+    retired_at: int | None = None, asked: list[Probe] | None = None
 ) -> tuple[list[StackLevel], Callable[[Sequence[Probe]], dict[tuple[int, str], CheckResult]]]:
     """A head whose suite passed t::a and t::b, and three lanes; from level 2 on t::b is gone
     (deleted, deselected): every run still exits 0."""
@@ -258,6 +258,7 @@ def _suite_levels(
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
         found = {}
         for probe in probes:
+            (asked if asked is not None else []).append(probe)
             tests: dict[str, TestOutcome] = {"t::a": "passed"}
             if probe.level < 2:
                 tests["t::b"] = "passed"
@@ -271,8 +272,11 @@ def _suite_levels(
 
 
 def test_a_lane_dropping_a_test_the_head_passed_is_the_culprit_though_every_run_exits_0() -> None:
-    levels, ask = _suite_levels()
+    asked: list[Probe] = []
+    levels, ask = _suite_levels(asked=asked)
     judged = judge_stack(levels, ask)
+    # the head is what the tests were lost against: it is not run again to be sure
+    assert all(probe.level > 0 for probe in asked)
     assert isinstance(judged, StackFailed)
     assert list(judged.culprits) == [2]
     ((_, result),) = judged.culprits[2]

@@ -107,7 +107,10 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
         (top, digest): on_top[(top, digest)] for digest in failing
     }
     held = [digest for digest in failing if first_level[digest] == 0]
-    on_head = _tried_on_head([united[digest] for digest in held], ask)
+    # one that lost tests the head passed is a lane's doing by construction: the head's own
+    # run is what it lost them against, so it is not tried on the head again
+    again = [united[d] for d in held if not lost_only(on_top[(top, d)])]
+    on_head = _tried_on_head(again, ask)
     if on_head is None:
         return None
     for digest in held:
@@ -133,6 +136,17 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
     return StackFailed(
         {level: tuple(pairs) for level, pairs in sorted(culprits.items())},
         tuple((united[digest], result) for digest, result in on_head.items()),
+    )
+
+
+def lost_only(result: CheckResult) -> bool:
+    """Whether a check failed for the tests it lost alone: its command ran and passed."""
+    return (
+        bool(result.lost_tests)
+        and result.exit_code == 0
+        and not (
+            result.timed_out or result.output_limited or result.changed_outside or result.error
+        )
     )
 
 

@@ -22,7 +22,6 @@ from imm_action.plan.dag import kahn_order, transitive_closures
 from imm_action.plan.scope import ScopeIndex, scope_prefix, scope_prefixes, scopes_overlap
 
 SCOPE_COVERS_CHECK = "scope_covers_check"
-CHECK_ORDER = "check_order"
 
 # -- the forms a check names a path in (issue 58 #3) -------------------------------------------
 # The runners whose arguments name tests by dotted module (`tests.test_c`, `tests.test_c.T`).
@@ -236,9 +235,8 @@ def scope_check_conflicts(
 ) -> list[ScopeCoversCheck]:
     """Every (task, path, owner) where `task`'s scope may change `path` (or what lies below it)
     and `owner`'s check names it, `owner` another task. `named`: path -> the tasks whose checks
-    name it; `run`:
-    the paths a check runs itself. A trie of the scopes answers each path, so 10,000 tasks
-    cost no pairwise comparison."""
+    name it; `run`: the paths a check runs itself. A trie of the scopes answers each path, so
+    10,000 tasks cost no pairwise comparison."""
     tasks = list(scopes)
     index = ScopeIndex()
     for position, task in enumerate(tasks):
@@ -275,28 +273,12 @@ class CheckOrder:
     task: str
     path: str
 
-    def message(self) -> str:
-        return (
-            f"{CHECK_ORDER}: {self.owner} runs after {self.task}: {self.task}'s scope covers "
-            f"{self.path}, which {self.owner}'s check names (only a task ordered before the "
-            "check's own may change it)"
-        )
-
-
-@dataclass(frozen=True)
-class CoverReading:
-    """What the plan makes of scopes covering named paths: the orders it adds, and the pairs
-    already ordered with the covering task after the owner (warned where it names a file)."""
-
-    orders: tuple[CheckOrder, ...]
-    after_owner: tuple[ScopeCoversCheck, ...]
-
 
 def check_orders(
     plan_order: Sequence[str],
     ancestors: Mapping[str, Collection[str]],
     conflicts: Sequence[ScopeCoversCheck],
-) -> CoverReading:
+) -> tuple[CheckOrder, ...]:
     """The orders to add so that every task whose scope covers another's named path runs before
     it or after it (never beside it), given each task's ancestors. A pair already ordered keeps
     its order; an unordered one gets the covering task first; a pair that covers each other's
@@ -313,14 +295,10 @@ def check_orders(
         key=lambda c: (position[c.owner], position[c.task], c.path),
     )
     orders: list[CheckOrder] = []
-    after_owner: list[ScopeCoversCheck] = []
     for conflict in ranked:
         task, owner = conflict.task, conflict.owner
-        if task in before[owner]:
-            continue  # the covering task runs first already: it may change the path
-        if owner in before[task]:
-            after_owner.append(conflict)
-            continue
+        if task in before[owner] or owner in before[task]:
+            continue  # ordered already: before the owner it may change the path, after not
         orders.append(CheckOrder(owner, task, conflict.path))
         # the owner and everything after it now come after the task and what precedes it
         earlier = {task, *before[task]}
@@ -328,7 +306,7 @@ def check_orders(
             before[later] |= earlier
         for first in earlier:
             after.setdefault(first, set()).update({owner, *after[owner]})
-    return CoverReading(tuple(orders), tuple(after_owner))
+    return tuple(orders)
 
 
 def ordered_ancestors(
@@ -337,7 +315,7 @@ def ordered_ancestors(
     """Each task's ancestors once the orders ownership needs are added (as `imm plan` makes
     them; `dependencies` must form no cycle)."""
     closures = transitive_closures(kahn_order(dependencies), dependencies)
-    return ancestors_with(closures, check_orders(list(closures), closures, conflicts).orders)
+    return ancestors_with(closures, check_orders(list(closures), closures, conflicts))
 
 
 def ancestors_with(

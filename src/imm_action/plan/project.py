@@ -113,7 +113,7 @@ def _check_orders(
     if len(valid) < 2:
         return ()
     plan_order = [child["task_id"] for child in children if child["task_id"] in valid]
-    return check_orders(plan_order, closures, intent_conflicts(valid)).orders
+    return check_orders(plan_order, closures, intent_conflicts(valid))
 
 
 def _check_options(options: PlanOptions) -> None:
