@@ -137,23 +137,31 @@ def measure(log: str, wall: float) -> dict[str, float]:
             "wall": wall}  # fmt: skip
 
 
+def timed_run(
+    repo: Path, scratch: Path, seconds: float, what: str, program: tuple[str, ...] = ()
+) -> tuple[str, float]:
+    """`imm run review` on `repo` (`program`: how Python starts imm; default `-m imm_action`)
+    with this interpreter first on PATH (it has pytest): its log and its wall time."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, *(program or ("-m", "imm_action")), "run", "review",
+         "--repo", str(repo), "--executor", executor(scratch, seconds)],
+        capture_output=True, text=True, check=False,
+        env={**os.environ,
+             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"imm run failed ({what}):\n{done.stdout}\n{done.stderr}")
+    return done.stderr, wall
+
+
 def run_once(source: Path, held: str, seconds: float) -> dict[str, float]:
     scratch = Path(tempfile.mkdtemp(prefix="imm-branch-"))
     try:
         repo = scratch / "repo"
         write_project(repo, source, held)
-        started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "imm_action", "run", "review", "--repo", str(repo),
-             "--executor", executor(scratch, seconds)],
-            capture_output=True, text=True, check=False,
-            env={**os.environ,
-                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
-        )  # fmt: skip
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"imm run failed ({held}):\n{done.stdout}\n{done.stderr}")
-        return measure(done.stderr, wall)
+        return measure(*timed_run(repo, scratch, seconds, held))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
-from benchmarks.branch_checks import executor, fetch, write_project  # noqa: E402
+from benchmarks.branch_checks import fetch, timed_run, write_project  # noqa: E402
 from imm_action.integrate.ledger import lost_tests  # noqa: E402
 from imm_action.ledger.read import read_report  # noqa: E402
 
@@ -103,19 +103,8 @@ def batch_once(source: Path, seconds: float, ledger: bool) -> float:
     try:
         repo = scratch / "repo"
         write_project(repo, source, "branch")
-        program = ["-m", "imm_action"] if ledger else ["-c", WITHOUT_LEDGER]
-        started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, *program, "run", "review", "--repo", str(repo),
-             "--executor", executor(scratch, seconds)],
-            capture_output=True, text=True, check=False,
-            env={**os.environ,
-                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
-        )  # fmt: skip
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"imm run failed (ledger {ledger}):\n{done.stdout}\n{done.stderr}")
-        return wall
+        program = () if ledger else ("-c", WITHOUT_LEDGER)
+        return timed_run(repo, scratch, seconds, f"ledger {ledger}", program)[1]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -364,11 +364,9 @@ def test_a_later_lane_rewriting_a_test_its_owner_wrote_in_this_batch_is_refused(
     assert "narrow its scope_hint to leave the path out" in report.next_action  # not "retry"
 
 
-def test_a_later_lane_changing_a_file_below_a_folder_a_landed_check_names_is_refused(
-    tmp_path: Path,
-) -> None:
-    """`python3 -m unittest discover -s tests/c` names the folder: once c has landed, what
-    lies below it is c's — a later lane may add a file there, never change one (issue 58)."""
+def _c_landed_naming_a_folder(tmp_path: Path) -> Path:
+    """c's check, `python3 -m unittest discover -s tests/c`, names the folder; c has landed,
+    and s, after it, may change tests/**."""
     check_c = descriptor(["-m", "unittest", "discover", "-s", "tests/c"])
     repo = make_project(
         tmp_path / "r", {"c": [], "s": ["c"]},
@@ -378,6 +376,15 @@ def test_a_later_lane_changing_a_file_below_a_folder_a_landed_check_names_is_ref
     run_pass(repo)
     work(repo, "c")
     run_pass(repo)
+    return repo
+
+
+def test_a_later_lane_changing_a_file_below_a_folder_a_landed_check_names_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Once c has landed, what lies below the folder its check names is c's: a later lane
+    may add a file there, never change one (issue 58)."""
+    repo = _c_landed_naming_a_folder(tmp_path)
     work(repo, "s", {"tests/c/test_c.py": "raise SystemExit(0)\n"})
     run_pass(repo)
     assert _states(repo)["s"] == ("needs_human", "lane_touches_check: tests/c/test_c.py (c)")
@@ -387,15 +394,7 @@ def test_a_later_lane_adding_a_file_below_a_folder_a_landed_check_names_lands(
     tmp_path: Path,
 ) -> None:
     """Issue 58 #1: a new test below a named folder is not a change to what the check names."""
-    check_c = descriptor(["-m", "unittest", "discover", "-s", "tests/c"])
-    repo = make_project(
-        tmp_path / "r", {"c": [], "s": ["c"]},
-        checks={"c": check_c, "s": descriptor()}, scopes={"c": ["c.txt"], "s": ["tests/**"]},
-        extra_files={"tests/c/test_c.py": "import unittest\n"},
-    )  # fmt: skip
-    run_pass(repo)
-    work(repo, "c")
-    run_pass(repo)
+    repo = _c_landed_naming_a_folder(tmp_path)
     work(repo, "s", {"tests/c/test_s.py": "import unittest\n"})
     assert run_pass(repo).integrated == ("s",)
 
