@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from imm_action.git.repo import GitRepo  # noqa: E402
 from imm_action.model.descriptor import parse_descriptor  # noqa: E402
-from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier  # noqa: E402
+from imm_action.verify.checks import Check, TreeJob, Verifier  # noqa: E402
+from imm_action.verify.result_cache import ResultCache  # noqa: E402
 from tests.conftest import git, make_repo  # noqa: E402
 
 WAITS = "time.sleep({s})"

@@ -30,8 +30,9 @@ from imm_action.git.repo import GitRepo  # noqa: E402
 from imm_action.git.runner import GitRunner  # noqa: E402
 from imm_action.model.descriptor import parse_descriptor  # noqa: E402
 from imm_action.verify.check_setup import CheckPlace  # noqa: E402
-from imm_action.verify.checks import Check, ResultCache, Verifier  # noqa: E402
+from imm_action.verify.checks import Check, Verifier  # noqa: E402
 from imm_action.verify.confine import NOT_CONFINED, choose_confinement  # noqa: E402
+from imm_action.verify.result_cache import ResultCache  # noqa: E402
 
 
 def make_repo(root: Path, files: int) -> str:

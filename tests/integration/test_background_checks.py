@@ -14,7 +14,7 @@ from imm_action.masking import NO_MASK
 from imm_action.passes.driver import reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.passes.request import PassResult
-from imm_action.verify.checks import ResultCache
+from imm_action.verify.result_cache import ResultCache
 from tests.batch_helpers import current, make_project, open_local, run_pass, work
 from tests.conftest import descriptor
 

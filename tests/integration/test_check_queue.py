@@ -20,7 +20,8 @@ from imm_action.verify.check_queue import (
     default_workers,
     longest_first,
 )
-from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.result_cache import ResultCache
 from tests.conftest import git, make_repo
 
 

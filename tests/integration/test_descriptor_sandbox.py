@@ -13,7 +13,8 @@ import pytest
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.outcome import CheckResult
-from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.result_cache import ResultCache
 from tests.conftest import git, make_repo
 
 

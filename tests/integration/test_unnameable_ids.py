@@ -14,7 +14,8 @@ from imm_action.errors import ImmError
 from imm_action.git.refs import LocalRefStore
 from imm_action.git.repo import GitRepo
 from imm_action.lanes.run import LaneSpec, run_lane
-from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.checks import Verifier
+from imm_action.verify.result_cache import ResultCache
 from tests.batch_helpers import make_project
 from tests.conftest import git, initiative_markdown, run_cli
 from tests.integration.test_local_run import EXECUTOR

@@ -28,7 +28,8 @@ from imm_action.model.shard import (
     verdict_artifact,
 )
 from imm_action.passes.stack_answers import owed_checks
-from imm_action.verify.checks import Check, ResultCache
+from imm_action.verify.checks import Check
+from imm_action.verify.result_cache import ResultCache
 from tests.conftest import descriptor
 
 BATCH = "b-1"

@@ -26,7 +26,8 @@ from imm_action.passes.request import PassPorts, PassRequest
 from imm_action.plan.project import REASON_INVALID_INTENT as INVALID_INTENT
 from imm_action.text import listed, plural
 from imm_action.verify.check_setup import CheckPlace
-from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.checks import Verifier
+from imm_action.verify.result_cache import ResultCache
 from imm_action.workspace import config_path, plan_initiative, scopes_of
 
 

@@ -45,7 +45,8 @@ from imm_action.model.state import BatchRunState, ChildState, Lane
 from imm_action.passes.gate import BranchGate, branch_checks_of
 from imm_action.passes.intent_checks import plan_paths
 from imm_action.ports import Ports
-from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.checks import Verifier
+from imm_action.verify.result_cache import ResultCache
 from imm_action.workspace import config_path
 
 

@@ -34,7 +34,8 @@ from imm_action.model.state import BatchRunState
 from imm_action.passes.gate import gate_at
 from imm_action.passes.intent_checks import checks_by_digest
 from imm_action.ports import Ports
-from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.result_cache import ResultCache
 from imm_action.verify.verdicts import write_verdict
 from imm_action.workspace import config_path
 

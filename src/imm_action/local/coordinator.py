@@ -33,10 +33,10 @@ from imm_action.passes.driver import reconcile
 from imm_action.passes.observe import CandidateMemo
 from imm_action.passes.request import PassRequest, PassResult
 from imm_action.text import listed, plural
-from imm_action.verify.checks import ResultCache
 from imm_action.verify.overlay_memory import bases_in_memory
 from imm_action.verify.overlays import tidy_overlays
 from imm_action.verify.overlays import usable as overlays_usable
+from imm_action.verify.result_cache import ResultCache
 from imm_action.verify.trees import tidy_pool
 from imm_action.workspace import load_config_at
 

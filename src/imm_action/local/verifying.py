@@ -44,7 +44,8 @@ from imm_action.passes.observe import (
     observe_candidates,
 )
 from imm_action.verify.check_setup import CheckPlace
-from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.checks import Verifier
+from imm_action.verify.result_cache import ResultCache
 from imm_action.workspace import config_path
 
 

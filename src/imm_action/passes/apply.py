@@ -11,7 +11,7 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, build_report
 from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState
-from imm_action.verify.checks import ResultCache
+from imm_action.verify.result_cache import ResultCache
 
 
 class Applier:

@@ -44,7 +44,7 @@ from imm_action.model.state import (
 from imm_action.passes.observe import recorded_head
 from imm_action.plan.project import SETTLED_BY
 from imm_action.text import plural
-from imm_action.verify.checks import ResultCache
+from imm_action.verify.result_cache import ResultCache
 
 
 @dataclass(frozen=True)

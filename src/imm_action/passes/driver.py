@@ -64,7 +64,7 @@ from imm_action.passes.request import (
     PassResult,
 )
 from imm_action.passes.verify_round import fanned_out, take_verdicts
-from imm_action.verify.checks import ResultCache
+from imm_action.verify.result_cache import ResultCache
 
 
 def reconcile(

@@ -30,8 +30,9 @@ from imm_action.model.state import BranchVerdict
 from imm_action.plan.check_paths import run_scripts
 from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
-from imm_action.verify.checks import Check, ResultCache, Verifier
+from imm_action.verify.checks import Check, Verifier
 from imm_action.verify.failures import check_failure, command_text
+from imm_action.verify.result_cache import ResultCache
 from imm_action.workspace import load_config_at
 
 

@@ -30,7 +30,8 @@ from imm_action.model.state import (
 from imm_action.passes.observe import (
     CandidateMemo,
 )
-from imm_action.verify.checks import ResultCache, Verifier
+from imm_action.verify.checks import Verifier
+from imm_action.verify.result_cache import ResultCache
 
 MAX_LOST_RACES = 25
 

@@ -17,7 +17,8 @@ from imm_action.integrate.stack import (
 )
 from imm_action.model.outcome import CheckResult
 from imm_action.model.shard import OwedCheck
-from imm_action.verify.checks import Check, ResultCache, TreeJob, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.result_cache import ResultCache
 
 
 def counted(ask: Ask, used: dict[tuple[int, str, int], CheckResult]) -> Ask:

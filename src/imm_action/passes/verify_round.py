@@ -17,7 +17,7 @@ from imm_action.model.state import BatchRunState
 from imm_action.passes.observe import ObservedStack
 from imm_action.passes.request import FanOut, PassRequest
 from imm_action.text import plural
-from imm_action.verify.checks import ResultCache
+from imm_action.verify.result_cache import ResultCache
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from imm_action.git.repo import GitRepo
 from imm_action.masking import NO_MASK, Masker
 from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
-from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
+from imm_action.model.outcome import CheckResult
 from imm_action.plan.glob import scope_covers
 from imm_action.verify.check_queue import (
     Fresh,
@@ -30,6 +30,7 @@ from imm_action.verify.check_queue import (
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
 from imm_action.verify.confine import Bind, Confinement
 from imm_action.verify.overlays import OverlayTree, taken_tree
+from imm_action.verify.result_cache import ResultCache
 from imm_action.verify.sandbox import Sandbox, run_check, run_command
 from imm_action.verify.trees import CheckoutTree, remove_tree
 
@@ -50,136 +51,6 @@ def descriptor_digest(descriptor: VerificationDescriptor) -> str:
         if dumped.get(later) is None:
             dumped.pop(later, None)
     return sha256_digest(json.dumps(dumped, sort_keys=True))
-
-
-class ResultCache:
-    """(tree, descriptor digest) -> result; thread-safe; seeded from and saved to the state."""
-
-    def __init__(self, stored: CheckCache | None = None) -> None:
-        self._lock = threading.Lock()
-        self._tree_locks: dict[str, threading.Lock] = {}
-        self._results: dict[tuple[str, str], CheckResult] = {}
-        # a check's first and second fresh run on the batch head (stack.py), by attempt
-        self._again: dict[tuple[str, str, int], CheckResult] = {}
-        # per digest, the last tree it passed on: what a descriptor that declares what it
-        # reads carries over to a tree that changed none of that
-        self._last_pass: dict[str, str] = {}
-        # per digest, the last tree it ran and passed on: what the state keeps (a carried
-        # pass is derived again from it, cheaply)
-        self._last_run: dict[str, str] = {}
-        # per digest, how long its newest run took: the queue runs the longest first
-        self._durations: dict[str, int] = {}
-        self._stored: CheckCache | None = None
-        # (tree, digest, attempt) results a stack's record has counted as runs already
-        self._counted: set[tuple[str, str, int]] = set()
-        # the batch head's tree: its runs are kept whatever ran since (what a candidate's
-        # tests are judged against, issue 58)
-        self._head: str | None = None
-        for entry in stored.entries if stored else ():
-            if entry.result.passed:  # (states written before failures stopped being stored)
-                self.put(entry.tree, entry.descriptor_digest, entry.result)
-        self._stored = None
-
-    def first_counted(self, keys: Iterable[tuple[str, str, int]]) -> int:
-        """How many of these (tree, digest, attempt) results no stack counted before; from
-        now on they are counted. A result a later stack reuses is not a run of it."""
-        with self._lock:
-            fresh = set(keys) - self._counted
-            self._counted |= fresh
-            return len(fresh)
-
-    def passes_only(self) -> ResultCache:
-        """A cache of the passes the state keeps, without the failures (a failure never
-        outlives the pass that used it), remembering what was counted."""
-        kept = ResultCache(self.stored())
-        with self._lock:
-            kept._counted = set(self._counted)
-            kept._head = self._head
-        return kept
-
-    def hold(self, tree: str) -> None:
-        """Keep the runs on `tree`, the batch head's, in what the state stores: a bisection's
-        probes ran since, but candidates are judged against the head's tests."""
-        with self._lock:
-            if tree != self._head:
-                self._head = tree
-                self._stored = None
-
-    def tree_lock(self, tree: str) -> threading.Lock:
-        """Held while a tree is verified, so two workers never run its checks twice."""
-        with self._lock:
-            return self._tree_locks.setdefault(tree, threading.Lock())
-
-    def get(self, tree: str, digest: str) -> CheckResult | None:
-        with self._lock:
-            return self._results.get((tree, digest))
-
-    def put(self, tree: str, digest: str, result: CheckResult) -> None:
-        with self._lock:
-            self._results[(tree, digest)] = result
-            if not result.carried_over:
-                self._durations[digest] = result.duration_ms
-            if result.passed:
-                self._last_pass[digest] = tree
-                if not result.carried_over:
-                    self._last_run[digest] = tree
-                    self._stored = None
-
-    def duration_ms(self, digest: str) -> int | None:
-        """How long the newest run of `digest` took (None: never run, as far as known)."""
-        with self._lock:
-            return self._durations.get(digest)
-
-    def last_pass(self, digest: str) -> tuple[str, CheckResult] | None:
-        """The newest tree `digest` passed on, with that result."""
-        with self._lock:
-            tree = self._last_pass.get(digest)
-            return None if tree is None else (tree, self._results[(tree, digest)])
-
-    def get_again(self, tree: str, digest: str, attempt: int) -> CheckResult | None:
-        with self._lock:
-            return self._again.get((tree, digest, attempt))
-
-    def put_again(self, tree: str, digest: str, attempt: int, result: CheckResult) -> None:
-        """A fresh run of a check on the batch head (attempt 1 or 2)."""
-        with self._lock:
-            self._again[(tree, digest, attempt)] = result
-
-    def entries_again(self) -> list[tuple[str, str, int, CheckResult]]:
-        with self._lock:
-            return [(tree, digest, n, result) for (tree, digest, n), result in self._again.items()]
-
-    def entries(self) -> list[tuple[str, str, CheckResult]]:
-        """Every (tree, digest, result) known, failures too."""
-        with self._lock:
-            return [(tree, digest, result) for (tree, digest), result in self._results.items()]
-
-    def stored(self) -> CheckCache:
-        """The cache as the state stores it; built again only after a `put` of a check run
-        (every write of the state asks for it). Per descriptor only its newest run that passed
-        is kept: the branch only moves on, so an older tree is not asked about again, and every
-        integrated task's check is owed on every move (SPEC §5.4) — keeping every (tree,
-        descriptor) pair would grow the state by the whole branch's checks on every move. A
-        pass carried over is not kept: the next pass carries it again from the run. Failures
-        are not kept past the pass that ran them: a failure may be a timeout on a loaded
-        runner, and `imm retry` of the same tree must run the check again, not park it from
-        the cache."""
-        with self._lock:
-            if self._stored is None:
-                kept = set(self._last_run.items())
-                kept.update(
-                    (digest, tree)
-                    for (tree, digest), result in self._results.items()
-                    if tree == self._head and result.passed and not result.carried_over
-                )
-                entries = [
-                    CachedCheck(
-                        tree=tree, descriptor_digest=digest, result=self._results[(tree, digest)]
-                    )
-                    for digest, tree in sorted(kept, key=lambda i: (i[1], i[0]))
-                ]
-                self._stored = CheckCache(entries=entries)
-            return self._stored
 
 
 @dataclass(frozen=True)
