@@ -21,12 +21,7 @@ from imm_action.model.intent import (
 )
 from imm_action.model.plan import BatchPlan
 from imm_action.model.validation import json_path, located_messages
-from imm_action.plan.check_paths import (
-    CheckOrder,
-    ancestors_with,
-    cover_warnings,
-    intent_conflicts,
-)
+from imm_action.plan.check_paths import ancestors_with, cover_warnings, intent_conflicts
 
 
 @dataclass(frozen=True)
@@ -65,8 +60,7 @@ def plan_cover_warnings(
     """(task, warning) for each scope that covers another task's named path where the plan's
     order does not let it change the path (issue 58): what `imm plan` and `imm run` say."""
     closures = {child.task_id: child.blocked_by for child in plan.children}
-    orders = [CheckOrder(o.task_id, o.after, o.path) for o in plan.check_orders]
-    ancestors = ancestors_with(closures, orders)
+    ancestors = ancestors_with(closures, plan.runs_after())
     conflicts = intent_conflicts(valid_intents(files))
     return tuple((conflict.task, said) for conflict, said in cover_warnings(conflicts, ancestors))
 

@@ -36,9 +36,6 @@ class TestLedger(StrictModel):
     tests: Annotated[dict[TestId, TestOutcome], Field(max_length=MAX_TESTS)]
     cut: Annotated[int, Field(ge=0)] = 0
 
-    def passed(self) -> frozenset[str]:
-        return frozenset(test for test, outcome in self.tests.items() if outcome == "passed")
-
     def failing(self) -> list[str]:
         """The tests that failed or erred, in id order."""
         return sorted(t for t, outcome in self.tests.items() if outcome in ("failed", "error"))
@@ -50,12 +47,11 @@ NamedTests = Annotated[
 ]
 
 
-def named_tests(tests: list[str], *, total: int | None = None) -> list[str]:
+def named_tests(tests: list[str]) -> list[str]:
     """The first MAX_NAMED_TESTS of `tests`, and a last line counting the others."""
-    count = len(tests) if total is None else total
-    if count <= MAX_NAMED_TESTS:
-        return list(tests[:MAX_NAMED_TESTS])
-    return [*tests[:MAX_NAMED_TESTS], f"… and {count - MAX_NAMED_TESTS} more"]
+    if len(tests) <= MAX_NAMED_TESTS:
+        return list(tests)
+    return [*tests[:MAX_NAMED_TESTS], f"… and {len(tests) - MAX_NAMED_TESTS} more"]
 
 
 REPORT_GONE = "no test report, where {count} tests passed on the batch head"

@@ -19,7 +19,7 @@ from imm_action.integrate.judgement import held_tasks
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
 from imm_action.model.state import BatchRunState
-from imm_action.plan.check_paths import CheckOrder, ancestors_with, named_paths, run_scripts
+from imm_action.plan.check_paths import ancestors_with, named_paths, run_scripts
 from imm_action.plan.lane_change import NamedPath
 from imm_action.verify.checks import Check
 
@@ -96,9 +96,7 @@ def check_files(
 def state_ancestors(state: BatchRunState) -> dict[str, frozenset[str]]:
     """Each child's ancestors: what it needs, and what the plan orders before it (`after`)."""
     closures = {child.task_id: child.blocked_by for child in state.children}
-    orders = [CheckOrder(child.task_id, first, "") for child in state.children
-              for first in child.after or ()]  # fmt: skip
-    return ancestors_with(closures, orders)
+    return ancestors_with(closures, {c.task_id: c.after for c in state.children if c.after})
 
 
 def plan_paths(state: BatchRunState, config_file: str) -> frozenset[str]:

@@ -315,20 +315,30 @@ def ordered_ancestors(
     """Each task's ancestors once the orders ownership needs are added (as `imm plan` makes
     them; `dependencies` must form no cycle)."""
     closures = transitive_closures(kahn_order(dependencies), dependencies)
-    return ancestors_with(closures, check_orders(list(closures), closures, conflicts))
+    orders = check_orders(list(closures), closures, conflicts)
+    return ancestors_with(closures, runs_after(orders))
+
+
+def runs_after(orders: Sequence[CheckOrder]) -> dict[str, list[str]]:
+    """Each task the orders put after others, with those others."""
+    found: dict[str, list[str]] = {}
+    for order in orders:
+        found.setdefault(order.owner, []).append(order.task)
+    return found
 
 
 def ancestors_with(
-    closures: Mapping[str, Collection[str]], orders: Sequence[CheckOrder]
+    closures: Mapping[str, Collection[str]], after: Mapping[str, Collection[str]]
 ) -> dict[str, frozenset[str]]:
-    """Each task's ancestors through its dependencies (`closures`) and the orders the plan
-    added: the tasks that run before it."""
-    if not orders:
+    """Each task's ancestors through its dependencies (`closures`) and the tasks the plan's
+    orders put before it (`after`): the tasks that run before it."""
+    if not any(after.values()):
         return {task: frozenset(found) for task, found in closures.items()}
     extended = {task: [*found] for task, found in closures.items()}
-    for edge in orders:
-        extended.setdefault(edge.task, [])
-        extended.setdefault(edge.owner, []).append(edge.task)
+    for task, firsts in after.items():
+        extended.setdefault(task, []).extend(firsts)
+        for first in firsts:
+            extended.setdefault(first, [])
     closed = transitive_closures(kahn_order(extended), extended)
     return {task: frozenset(found) for task, found in closed.items()}
 

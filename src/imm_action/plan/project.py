@@ -17,7 +17,7 @@ from imm_action.model.plan import (
     BatchPlan,
     ChildStatus,
 )
-from imm_action.plan.check_paths import CheckOrder, check_orders, intent_conflicts
+from imm_action.plan.check_paths import CheckOrder, check_orders, intent_conflicts, runs_after
 from imm_action.plan.dag import kahn_order, transitive_closures
 from imm_action.plan.schedule import ScheduleChild, parallel_groups
 
@@ -192,9 +192,7 @@ def _schedule_view(
     # the waves (an already settled dependency is done). The orders ownership adds order them
     # too: the waves show when a task can run.
     ids = {child["task_id"] for child in enrollable}
-    after: dict[str, list[str]] = {}
-    for added in orders:
-        after.setdefault(added.owner, []).append(added.task)
+    after = runs_after(orders)
     view = []
     for child in enrollable:
         reading = intents[child["task_id"]]

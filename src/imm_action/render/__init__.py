@@ -5,7 +5,6 @@ summary — renders through here, so they say the same thing."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +14,12 @@ from imm_action.costs import cost_cell
 from imm_action.model.report import BatchRunReport, ReportChild
 from imm_action.model.shard import shard_line
 from imm_action.model.state import BatchRunState, BatchState, ChildState, Continuation
-from imm_action.render.failures import failure_details, failures_markdown, folded_failures
+from imm_action.render.failures import (
+    failure_details,
+    failures_markdown,
+    folded_failures,
+    longest_backticks,
+)
 from imm_action.render.plan import cell, mermaid_dag
 from imm_action.text import plural
 
@@ -97,7 +101,7 @@ def retired_markdown(state: BatchRunState) -> list[str]:
 def code_span(text: str) -> str:
     """`text` as one inline code span, whatever backticks it holds (CommonMark: a fence of
     more backticks than any run inside, spaced where the text starts or ends with one)."""
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    fence = "`" * (longest_backticks(text) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 

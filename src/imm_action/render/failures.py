@@ -148,5 +148,9 @@ def failure_details(task_id: str, failures: Iterable[Failure]) -> list[str]:
 
 def code_fence(text: str) -> str:
     """A code fence longer than any backtick run inside the text, so output cannot end it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
+    return "`" * max(3, longest_backticks(text) + 1)
+
+
+def longest_backticks(text: str) -> int:
+    """The length of the longest run of backticks in `text` (0: none)."""
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
