@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from imm_action.git.repo import GitRepo  # noqa: E402
 from imm_action.git.runner import GitRunner  # noqa: E402
 from imm_action.model.descriptor import parse_descriptor  # noqa: E402
+from imm_action.sandbox.confine import NOT_CONFINED, choose_confinement  # noqa: E402
 from imm_action.verify.check_setup import CheckPlace  # noqa: E402
 from imm_action.verify.checks import Check, Verifier  # noqa: E402
-from imm_action.verify.confine import NOT_CONFINED, choose_confinement  # noqa: E402
 from imm_action.verify.result_cache import ResultCache  # noqa: E402
 
 
@@ -73,8 +73,8 @@ def per_check(repo: GitRepo, tree: str, count: int, place: CheckPlace | None, sa
 def command_cost(confinement: object, root: Path, count: int) -> tuple[float, float]:
     """Median wall of `true` started and ended by start_contained in the sandbox (its tree
     and a home bound in) and of `true` as a bare process, in the same loop."""
-    from imm_action.verify.confine import Bind, Confined, Confinement
-    from imm_action.verify.contain import end, start_contained, wait_contained
+    from imm_action.sandbox.confine import Bind, Confined, Confinement
+    from imm_action.sandbox.contain import end, start_contained, wait_contained
 
     assert isinstance(confinement, Confinement)
     home = root / "home-bench"
@@ -103,7 +103,7 @@ def fresh_view_cost(
 ) -> tuple[float, float]:
     """Median wall of one fresh view (issue 42 #1) after a check wrote a file: an overlay's
     new upper folder, and a whole checkout cleaned and moved back."""
-    from imm_action.verify.confine import Confinement
+    from imm_action.sandbox.confine import Confinement
     from imm_action.verify.overlays import overlay_tree
     from imm_action.verify.trees import checked_out
 
@@ -129,7 +129,7 @@ def fresh_view_cost(
 def setup_reused(repo: GitRepo, confinement: object, run: int) -> float:
     """A later run's cost of an unchanged check_setup: the first run prepares it, the second
     (timed) finds it kept for the same command and lockfiles."""
-    from imm_action.verify.confine import Confinement
+    from imm_action.sandbox.confine import Confinement
 
     assert isinstance(confinement, Confinement)
     setup = f"sh -c 'mkdir -p $HOME/.local/bin && echo {run} > $HOME/.local/bin/tool'"

@@ -44,7 +44,7 @@ MODULE = (
 # `imm run` with its ledger off: no report asked for, none read (the baseline of part 2)
 WITHOUT_LEDGER = (
     "import sys\n"
-    "import imm_action.verify.sandbox as sandbox\n"
+    "import imm_action.verify.command_run as sandbox\n"
     "sandbox.ledger_environment = lambda folder: ()\n"
     "sandbox.run_ledger = lambda *args, **kwargs: None\n"
     "from imm_action.cli import main\n"

@@ -1,4 +1,4 @@
-"""Waiting on a contained command (verify/contain.py): its exit code once it ends, None once
+"""Waiting on a contained command (sandbox/contain.py): its exit code once it ends, None once
 its time is up, and nothing of it left behind either way."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from imm_action.verify.contain import end, start_contained, wait_contained
+from imm_action.sandbox.contain import end, start_contained, wait_contained
 
 
 def _started(tmp_path: Path, code: str) -> subprocess.Popen[bytes]:

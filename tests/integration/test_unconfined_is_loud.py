@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.render import job_summary
-from imm_action.verify import confine
+from imm_action.sandbox import confine
 from tests.batch_helpers import current, make_project
 from tests.conftest import run_cli
 from tests.integration.test_local_run import EXECUTOR

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imm_action.verify.confine import Bind, Confinement, hidden_paths, named_folders
-from imm_action.verify.view import host_view
+from imm_action.sandbox.confine import Bind, Confinement, hidden_paths, named_folders
+from imm_action.sandbox.view import host_view
 
 
 def _layout(confinement: Confinement, binds: tuple[Bind, ...] = ()) -> list[str]:

@@ -12,7 +12,7 @@ from imm_action.model.report import BatchRunReport
 from imm_action.model.state import BatchRunState, BatchState, ChildState, LocalRunner
 from imm_action.render import batch_markdown, batch_text, local_commands
 from imm_action.render.failures import failure_text
-from imm_action.verify.leftovers import pid_alive
+from imm_action.sandbox.leftovers import pid_alive
 
 
 def print_report(

@@ -18,9 +18,9 @@ from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchRunState
+from imm_action.sandbox.confine import Confinement, choose_confinement
+from imm_action.sandbox.leftovers import remove_left_by_dead
 from imm_action.verify.check_setup import SCRATCH_PREFIX, CheckPlace, scratch_root
-from imm_action.verify.confine import Confinement, choose_confinement
-from imm_action.verify.leftovers import remove_left_by_dead
 from imm_action.workspace import (
     load_config,
     load_config_at,

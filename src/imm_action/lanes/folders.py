@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.verify.leftovers import pid_alive
+from imm_action.sandbox.leftovers import pid_alive
 
 LOCK_FILE = ".lock"
 _SEPARATOR = "+"  # never in an id (SPEC §4.1), so the owner's pid can be read back

@@ -35,7 +35,7 @@ from imm_action.lanes.runners import (
     Running,
 )
 from imm_action.model.state import GithubRunner, LocalRunner, Runner
-from imm_action.verify.leftovers import pid_alive
+from imm_action.sandbox.leftovers import pid_alive
 
 STOP_GRACE_S = 10.0
 

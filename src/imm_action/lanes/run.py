@@ -3,7 +3,7 @@
 A pooled tree moved to the lane base with a repository of the lane's own written into it
 (verify/trees.py, git/lane_repo.py; decision 0028), optional `lane_setup`, a prompt rendered
 from the intent, the executor run with an allowlisted environment under a reaper
-(verify/contain.py), the scope and emptiness checks,
+(sandbox/contain.py), the scope and emptiness checks,
 the task's descriptors on the lane tree with up to `qa_failure_limit` attempts, then exactly one
 lane commit on the lane base — and its outcome published with the lane branch in one CAS. A lane
 that fails publishes its outcome too. Everything the executor prints reaches the log masked.
@@ -44,9 +44,7 @@ from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun, ExecutorReport
 from imm_action.plan.glob import outside_scope
 from imm_action.plan.lane_change import lane_change_refusal
 from imm_action.render.failures import failure_ending, failure_text
-from imm_action.text import clean_text, listed
-from imm_action.verify.checks import Check, Verifier, mask_result
-from imm_action.verify.confine import (
+from imm_action.sandbox.confine import (
     NOT_CONFINED,
     Bind,
     Confined,
@@ -54,6 +52,8 @@ from imm_action.verify.confine import (
     Mount,
     named_folders,
 )
+from imm_action.text import clean_text, listed
+from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.failures import check_failures
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.trees import LANE_HOME, PROMPT_FILE, CheckoutTree

@@ -22,9 +22,9 @@ from imm_action.masking import NO_MASK, Masker
 from imm_action.model.outcome import FAILURE_TAIL_BYTES, FAILURE_TAIL_LINES, Failure
 from imm_action.model.spend import AgentRun, ExecutorReport
 from imm_action.render.failures import failure_headline
+from imm_action.sandbox.confine import Confined
+from imm_action.sandbox.contain import end, start_contained, wait_contained
 from imm_action.text import LineReader, last_bytes
-from imm_action.verify.confine import Confined
-from imm_action.verify.contain import end, start_contained, wait_contained
 from imm_action.verify.failures import command_text
 
 OUTPUT_CHUNK = 65536

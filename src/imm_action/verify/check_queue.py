@@ -23,7 +23,7 @@ from typing import Protocol
 
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CheckResult
-from imm_action.verify.sandbox import Sandbox, run_check, run_command
+from imm_action.verify.command_run import Sandbox, run_check, run_command
 
 
 class Queued(Protocol):

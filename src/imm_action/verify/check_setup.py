@@ -40,8 +40,8 @@ from pydantic import BaseModel
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import CheckResult
-from imm_action.verify.confine import NOT_CONFINED, Bind, Confinement
-from imm_action.verify.sandbox import Sandbox, run_command
+from imm_action.sandbox.confine import NOT_CONFINED, Bind, Confinement
+from imm_action.verify.command_run import Sandbox, run_command
 from imm_action.verify.trees import checked_out
 
 SETUP_TIMEOUT_MS = 600_000  # the longest a command model allows

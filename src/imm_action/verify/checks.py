@@ -17,6 +17,7 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.plan.glob import scope_covers
+from imm_action.sandbox.confine import Bind, Confinement
 from imm_action.verify.check_queue import (
     Fresh,
     Queued,
@@ -28,10 +29,9 @@ from imm_action.verify.check_queue import (
     run_queue,
 )
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
-from imm_action.verify.confine import Bind, Confinement
+from imm_action.verify.command_run import Sandbox, run_check, run_command
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.result_cache import ResultCache
-from imm_action.verify.sandbox import Sandbox, run_check, run_command
 from imm_action.verify.trees import CheckoutTree, remove_tree
 
 

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 
 from imm_action.git.repo import GitRepo, TreeEntry
-from imm_action.verify.confine import Confinement, Overlay
+from imm_action.sandbox.confine import Confinement, Overlay
 from imm_action.verify.overlay_changes import differing, is_whiteout, ls_tree, upper_entries
 from imm_action.verify.overlay_layer import (
     GITLINK_MODE,

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from imm_action.git.errors import GitError
 from imm_action.git.repo import GitRepo
-from imm_action.verify.confine import Bind
+from imm_action.sandbox.confine import Bind
 
 MAX_SLOTS = 64
 # A tree of fewer files is written out in well under a second: not worth keeping between runs.

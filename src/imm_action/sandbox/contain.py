@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from imm_action.verify.confine import Confined
+from imm_action.sandbox.confine import Confined
 
 REAPER = Path(__file__).with_name("reaper.py")
 END_GRACE_S = 5.0

@@ -21,7 +21,7 @@ from imm_action.ledger.read import run_ledger
 from imm_action.model.descriptor import DescriptorCommand, VerificationDescriptor
 from imm_action.model.ledger import named_tests
 from imm_action.model.outcome import OUTPUT_TAIL_BYTES, CheckResult
-from imm_action.verify.confine import (
+from imm_action.sandbox.confine import (
     NOT_CONFINED,
     Bind,
     Confined,
@@ -30,9 +30,9 @@ from imm_action.verify.confine import (
     Overlay,
     inside,
 )
-from imm_action.verify.contain import end, start_contained
+from imm_action.sandbox.contain import end, start_contained
+from imm_action.sandbox.view import within
 from imm_action.verify.trees import remove_tree
-from imm_action.verify.view import within
 
 _READ_CHUNK = 65536
 

@@ -43,8 +43,8 @@ from pathlib import Path
 from imm_action.credentials import token_folder
 from imm_action.errors import UsageError
 from imm_action.model.config import SandboxMode
-from imm_action.verify.leftovers import remove_left_by_dead
-from imm_action.verify.view import (
+from imm_action.sandbox.leftovers import remove_left_by_dead
+from imm_action.sandbox.view import (
     ALWAYS_PRIVATE,
     default_tmpfs_bytes,
     host_view,
