@@ -6,7 +6,8 @@ executor and as the check it writes. The test copies this file to `/tmp/<name>.p
 - `credentials`: files in a home outside /tmp, each holding a secret;
 - `sockets`: unix sockets the test listens on (under `/run` in a 0770 folder, under `/tmp`);
 - `host_file`: a file in a host folder everyone may write, outside /tmp;
-- `repo`: the repository, whose pool's other trees and overlay base must be out of reach.
+- `repo`: the repository, whose pool's other trees and overlay base must be out of reach;
+- `toolchains`: commands lane code runs through PATH, each of which must still work.
 
 For task `spy` the executor also writes `probe.py` (the same reaching) into its tree, which
 `spy`'s check runs in the lane and again at integration. Task `slow` sleeps while `spy`
@@ -20,6 +21,7 @@ import glob
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,6 +35,14 @@ def reach(out: str, role: str) -> None:
         with contextlib.suppress(OSError):
             read[path] = Path(path).read_text()
     found["credentials_read"] = read
+    ran = []
+    for argv in config["toolchains"]:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+            ran.append((done.returncode, (done.stdout + done.stderr).strip()[-300:]))
+        except OSError as error:
+            ran.append((-1, str(error)))
+    found["toolchains"] = ran
     connected = []
     for path in config["sockets"]:
         client = socket.socket(socket.AF_UNIX)

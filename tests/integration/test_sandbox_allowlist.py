@@ -45,6 +45,43 @@ CREDENTIAL_FILES = (
 )  # fmt: skip
 
 
+# Issue 59: what lay outside the homes, or beside a tool on PATH, and was read (each holds a
+# secret). `{opt}` is a folder under /opt the test makes, `{lib}` one under /var/lib.
+HOST_FILES = (
+    "{opt}/r/.env",  # the repository's own working copy, under /opt: its gitignored .env
+    "{opt}/actions-runner/.credentials",  # a self-hosted runner's registration
+    "{lib}/private/key",  # a 0600 file in a 0700 folder under /var/lib
+)
+TOOL_FILES = (  # under the home, beside a program PATH runs
+    ".nvm/versions/node/v20/etc/npmrc", ".fly/config.yml", ".pulumi/credentials.json",
+    ".virtualenvs/app/bin/postactivate", ".virtualenvs/postactivate",
+)  # fmt: skip
+
+
+def _plant_toolchains(home: Path) -> str:
+    """A version-manager node and npm (nvm's layout), flyctl, pulumi and a virtualenvwrapper
+    venv under `home`, each with the credential file its tool keeps beside it; their PATH."""
+    node = home / ".nvm" / "versions" / "node" / "v20"
+    (node / "bin").mkdir(parents=True)
+    (node / "lib" / "node_modules").mkdir(parents=True)
+    real_node = os.path.realpath(shutil.which("node") or "/usr/bin/node")
+    try:
+        os.link(real_node, node / "bin" / "node")  # 99 MB: linked where it can be
+    except OSError:
+        shutil.copy2(real_node, node / "bin" / "node")
+    npm = Path(os.path.realpath(shutil.which("npm") or "/usr/bin/npm")).parents[1]
+    (node / "lib" / "node_modules" / "npm").symlink_to(npm)
+    (node / "bin" / "npm").symlink_to("../lib/node_modules/npm/bin/npm-cli.js")
+    for tool in (".fly/bin/flyctl", ".pulumi/bin/pulumi"):
+        (home / tool).parent.mkdir(parents=True)
+        (home / tool).write_text("#!/bin/sh\necho tool\n")
+        (home / tool).chmod(0o755)
+    venv = home / ".virtualenvs" / "app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return os.pathsep.join([str(node / "bin"), str(home / ".fly/bin"),
+                            str(home / ".pulumi/bin"), str(venv / "bin")])  # fmt: skip
+
+
 # An executor that does its task and nothing else.
 WRITER = "import os, pathlib; t = os.environ['IMM_TASK_ID']; pathlib.Path(t + '.txt').write_text(t)"
 
@@ -105,21 +142,27 @@ def reached(
         yield _RUNS[network]
         return
     tag = uuid.uuid4().hex[:12]
-    root = tmp_path_factory.mktemp("allow")
-    out = root / "out"
+    out = tmp_path_factory.mktemp("allow") / "out"
     out.mkdir()
     home = Path(tempfile.mkdtemp(prefix="imm-test-home-", dir=_account_home()))
     run_folder = Path(f"/run/imm-test-{tag}")
     host = Path(f"/var/lib/imm-test-{tag}")
+    # the repository's working copy lies under /opt, as a self-hosted runner's does
+    opt = root = Path(f"/opt/imm-test-{tag}")
     executor_file = Path(f"/tmp/imm-test-agent-{tag}.py")
     listeners: list[_Listener] = []
     try:
-        for name in CREDENTIAL_FILES:
-            (home / name).parent.mkdir(parents=True, exist_ok=True)
-            (home / name).write_text(f"SECRET-{tag}-{name}")
-        run_folder.mkdir(mode=0o770)
+        path = _plant_toolchains(home)
+        credentials = [home / name for name in (*CREDENTIAL_FILES, *TOOL_FILES)]
+        credentials += [Path(name.format(opt=opt, lib=host)) for name in HOST_FILES]
         host.mkdir()
         host.chmod(0o777)
+        for file in credentials:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(f"SECRET-{tag}-{file.name}")
+            file.chmod(0o600)
+        (host / "private").chmod(0o700)
+        run_folder.mkdir(mode=0o770)
         listeners = [_Listener(run_folder / "bus"), _Listener(Path(f"/tmp/imm-test-sock-{tag}"))]
         shutil.copy(PROBE_SOURCE, executor_file)
         repo = make_project(
@@ -127,23 +170,34 @@ def reached(
             scopes={"spy": ["spy.txt", "probe.py"]},
             checks={"spy": descriptor(["probe.py", str(out)])},
             extra_files={".github/imm.yml":
-                         f"max_parallel: 2\ncheck_network: {'true' if network else 'false'}\n"},
+                         f"max_parallel: 2\ncheck_network: {'true' if network else 'false'}\n",
+                         ".gitignore": ".env\n"},
         )  # fmt: skip
+        toolchains = [["node", "-e", "process.stdout.write('node')"], ["npm", "--version"],
+                      ["python3", "-c", "import sys; print(sys.prefix)"]]  # fmt: skip
+        if shutil.which("pyenv"):  # the machine's pyenv, through its shim
+            shims = Path(os.path.realpath(shutil.which("pyenv") or "")).parents[1] / "shims"
+            toolchains.append([str(shims / "python3"), "-c", "print('pyenv')"])
         (out / "allow.json").write_text(json.dumps({
-            "credentials": [str(home / name) for name in CREDENTIAL_FILES],
+            "credentials": [str(file) for file in credentials],
             "sockets": [str(listener.path) for listener in listeners],
-            "host_file": str(host / "planted"), "repo": str(repo),
+            "host_file": str(host / "planted"), "repo": str(repo), "toolchains": toolchains,
         }))  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-m", "imm_action", "run", "init", "--repo", str(repo),
              "--executor", shlex.join(["python3", str(executor_file)])],
             env={**os.environ, "HOME": str(home), "GITHUB_TOKEN": TOKEN,
+                 "PATH": f"{path}{os.pathsep}{os.environ['PATH']}",
                  "IMM_TEST_DIR": str(out), "SSH_AUTH_SOCK": str(listeners[0].path),
                  "XDG_RUNTIME_DIR": str(run_folder)},
             capture_output=True, text=True, check=False, timeout=300,
         )  # fmt: skip
         found = [json.loads(path.read_text()) for path in sorted(out.glob("found-*.json"))]
+        children = current(repo).state.children if done.returncode == 0 else []
         _RUNS[network] = {
+            "states": {child.task_id: str(child.state) for child in children},
+            "host_files": [name.format(opt=opt, lib=host) for name in HOST_FILES],
+            "tool_files": [str(home / name) for name in TOOL_FILES],
             "done": done, "found": found, "repo": repo, "tag": tag,
             "sockets_reached": [str(li.path) for li in listeners if li.reached],
             "host_planted": (host / "planted").exists(),
@@ -155,6 +209,7 @@ def reached(
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(run_folder, ignore_errors=True)
         shutil.rmtree(host, ignore_errors=True)
+        shutil.rmtree(opt, ignore_errors=True)
         executor_file.unlink(missing_ok=True)
     yield _RUNS[network]
 
@@ -171,8 +226,7 @@ def _found(reached: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_reaching_lane_lands_and_every_role_reached(reached: dict[str, Any]) -> None:
     done = reached["done"]
     assert done.returncode == 0, done.stdout + done.stderr
-    states = {c.task_id: str(c.state) for c in current(reached["repo"]).state.children}
-    assert states == {"spy": "integrated", "slow": "integrated"}
+    assert reached["states"] == {"spy": "integrated", "slow": "integrated"}
     roles = [f["role"] for f in reached["found"]]
     # the lane's check, the integration check, and again on `slow`'s move (it holds `spy`)
     assert roles.count("executor") == 1
@@ -182,6 +236,35 @@ def test_the_reaching_lane_lands_and_every_role_reached(reached: dict[str, Any])
 def test_no_credential_file_of_the_home_is_read(reached: dict[str, Any]) -> None:
     for found in _found(reached):
         assert found["credentials_read"] == {}, found["role"]
+
+
+def test_no_file_outside_the_homes_is_read_the_working_copys_env_a_runners_credentials(
+    reached: dict[str, Any],
+) -> None:
+    """Issue 59 #1, #2: the working copy under /opt, a runner's `.credentials`, a 0600 file
+    under /var/lib."""
+    for found in _found(reached):
+        read = [path for path in found["credentials_read"] if path in reached["host_files"]]
+        assert read == [], found["role"]
+
+
+def test_no_credential_beside_a_tool_on_path_is_read(reached: dict[str, Any]) -> None:
+    """Issue 59 #3: nvm's `etc/npmrc`, `~/.fly/config.yml`, `~/.pulumi/credentials.json`,
+    virtualenvwrapper's `postactivate` hooks."""
+    for found in _found(reached):
+        read = [path for path in found["credentials_read"] if path in reached["tool_files"]]
+        assert read == [], found["role"]
+
+
+def test_toolchains_on_path_still_run_a_venv_pyenv_and_a_version_managers_node_and_npm(
+    reached: dict[str, Any],
+) -> None:
+    """Issue 59: what the empty root shows is what the user's programs need."""
+    for found in _found(reached):
+        ran = found["toolchains"]
+        assert all(code == 0 for code, _ in ran), (found["role"], ran)
+        assert ran[0][1] == "node"
+        assert ".virtualenvs/app" in ran[2][1]  # the venv first on PATH ran the check
 
 
 def test_no_host_socket_is_reached_under_run_or_tmp(reached: dict[str, Any]) -> None:

@@ -90,12 +90,74 @@ def _home_with(tmp_path: Path, *folders: str) -> Path:
     return home
 
 
-def test_a_version_managers_folder_on_path_is_shown_whole(tmp_path: Path) -> None:
-    home = _home_with(tmp_path, ".pyenv/shims", ".pyenv/versions/3.12/bin")
+def test_a_version_manager_is_shown_as_its_programs_and_the_version_it_names(
+    tmp_path: Path,
+) -> None:
+    """Issue 59 #3: never a home folder whole — pyenv's programs and the version its `version`
+    file names, not its other versions."""
+    home = _home_with(tmp_path, ".pyenv/shims", ".pyenv/libexec", ".pyenv/versions/3.12/bin",
+                      ".pyenv/versions/3.11/bin")  # fmt: skip
+    (home / ".pyenv" / "version").write_text("3.12\n")
     view = host_view(home, {"PATH": f"{home}/.pyenv/shims:/usr/bin"}, ())
     assert str(home) in view.private
     assert str(home) in view.homes
-    assert str(home / ".pyenv") in view.shown
+    pyenv = home / ".pyenv"
+    assert {str(pyenv / "shims"), str(pyenv / "libexec"), str(pyenv / "version"),
+            str(pyenv / "versions/3.12/bin")} <= set(view.shown)  # fmt: skip
+    assert str(pyenv) not in view.shown
+    assert not [path for path in view.shown if path.startswith(str(pyenv / "versions/3.11"))]
+
+
+def test_a_prefixs_settings_and_top_files_stay_hidden_beside_its_programs(tmp_path: Path) -> None:
+    """nvm's `etc/npmrc` (a registry's `_authToken`), `~/.fly/config.yml` and
+    `~/.pulumi/credentials.json` lie beside the programs PATH runs (issue 59 #3)."""
+    home = _home_with(tmp_path, ".nvm/versions/node/v20/bin", ".nvm/versions/node/v20/lib",
+                      ".nvm/versions/node/v20/etc", ".fly/bin", ".pulumi/bin",
+                      ".pulumi/plugins")  # fmt: skip
+    node = home / ".nvm/versions/node/v20"
+    for secret in (node / "etc/npmrc", home / ".fly/config.yml",
+                   home / ".pulumi/credentials.json"):  # fmt: skip
+        secret.write_text("token")
+    path = f"{node}/bin:{home}/.fly/bin:{home}/.pulumi/bin"
+    shown = set(host_view(home, {"PATH": path}, ()).shown)
+    assert {str(node / "bin"), str(node / "lib"), str(home / ".fly/bin"),
+            str(home / ".pulumi/bin"), str(home / ".pulumi/plugins")} <= shown  # fmt: skip
+    for never in (node, node / "etc", home / ".fly", home / ".pulumi", home / ".nvm"):
+        assert str(never) not in shown
+
+
+def test_a_venvs_hooks_are_hidden_inside_the_shown_venv(tmp_path: Path) -> None:
+    """virtualenvwrapper's `postactivate` exports secrets; the venv's programs still run."""
+    home = _home_with(tmp_path, ".virtualenvs/app/bin")
+    venv = home / ".virtualenvs/app"
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin/postactivate").write_text("export TOKEN=x\n")
+    (home / ".virtualenvs/postactivate").write_text("export TOKEN=x\n")
+    view = host_view(home, {"PATH": f"{venv}/bin"}, ())
+    assert str(venv) in view.shown
+    assert str(venv / "bin/postactivate") in view.hidden
+    assert str(home / ".virtualenvs") not in view.shown
+
+
+def test_every_top_level_folder_but_the_systems_is_private_and_the_working_copy_too(
+    tmp_path: Path,
+) -> None:
+    """Issue 59 #1, #2: `/opt`, `/var`, `/workspace` are empty, and so is the repository's
+    working copy wherever it lies; `/usr` and `/etc` stay; a top-level file is hidden."""
+    top = tmp_path / "top"
+    for name in ("opt", "var", "workspace", "usr", "etc"):
+        (top / name).mkdir(parents=True)
+    (top / "credentials.json").write_text("x")
+    (top / "bin").symlink_to("usr/bin")
+    copy = tmp_path / "src" / "app"
+    copy.mkdir(parents=True)
+    view = host_view(tmp_path / "nohome", {"PATH": ""}, (), top=top, working_copies=[copy])
+    for name in ("opt", "var", "workspace"):
+        assert str(top / name) in view.private
+    for name in ("usr", "etc", "bin"):
+        assert str(top / name) not in view.private
+    assert str(copy) in view.private
+    assert str(top / "credentials.json") in view.hidden
 
 
 def test_only_the_path_entry_is_shown_where_its_folder_also_holds_credentials(
@@ -128,6 +190,7 @@ def test_a_venv_under_tmp_on_path_is_shown_but_never_one_under_a_hidden_path(
 ) -> None:
     venv, hidden = tmp_path / "clone" / ".venv" / "bin", tmp_path / "secret" / "bin"
     venv.mkdir(parents=True)
+    (venv.parent / "pyvenv.cfg").write_text("home = /usr/bin\n")
     hidden.mkdir(parents=True)
     view = host_view(tmp_path / "nohome", {"PATH": f"{venv}:{hidden}"}, (str(hidden.parent),))
     assert str(venv.parent) in view.shown

@@ -185,8 +185,9 @@ class Confinement:
             "--unshare-uts", "--unshare-cgroup-try",
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
         ]  # fmt: skip
-        # every private root an empty tmpfs of bounded size: a command cannot fill memory
-        tmpfs = [*ALWAYS_PRIVATE, *self.private]
+        # every private root an empty tmpfs of bounded size: a command cannot fill memory;
+        # the outer first (`/var` before `/var/tmp`: a later mount covers an earlier one)
+        tmpfs = sorted([*ALWAYS_PRIVATE, *self.private], key=lambda root: root.count("/"))
         for root in tmpfs:
             args += ["--size", str(self._tmpfs_size(root)), "--tmpfs", root]
         if not network:
@@ -308,7 +309,9 @@ def choose_confinement(
     bwrap, no_bwrap = _bwrap()
     home = Path(environ.get("HOME") or Path.home())
     hidden = (*hidden_paths(git_folders, home, environ), *private_etc_files())
-    view = host_view(home, environ, hidden)
+    copies = [folder.parent for folder in git_folders if folder.name == ".git"]
+    view = host_view(home, environ, hidden, working_copies=copies)
+    hidden = (*hidden, *view.hidden)
     shown = tuple(str(_absolute(path, home)) for path in exposed)
     writable = tuple(
         str(Path(folder).resolve())

@@ -1,21 +1,24 @@
-"""What lane code sees of the host (SPEC §8, ADR 0059): an allowlist over a read-only host.
+"""What lane code sees of the host (SPEC §8, ADRs 0059, 0067): an empty root made of what it
+needs.
 
-The host's system folders stay visible, read-only, so the user's toolchain works as for the
-user. Every place that holds the user's own things, or a door out of the sandbox, is an empty
-tmpfs instead — the private roots:
+The host's program and library folders (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, and the stores
+`/nix`, `/gnu`, `/snap`) stay visible, read-only, so the user's toolchain works as for the user.
+Every other place is an empty tmpfs instead — the private roots:
 
+- every other top-level folder (`/opt`, `/srv`, `/var`, `/mnt`, `/media`, `/data`, `/workspace`,
+  `/builds`, ...): a self-hosted runner's `.credentials`, a service's 0600 files under
+  `/var/lib`, a container's mounted working copy; a top-level file is hidden;
+- the repository's own working copy, wherever it lies (`/usr/src/app` too): its gitignored
+  `.env` is the one place sure to hold this project's secrets;
 - the homes: `$HOME`, the account's home, and `/home` and `/root` where imm's user can read
-  them (a home holds credentials no list keeps up with: git's credential store, agents'
-  folders, a shell history with a token in it);
-- the socket folders: `/run` (and `/var/run` where it is not a link into it) and
-  `$XDG_RUNTIME_DIR`: a read-only bind does not stop `connect()` on a unix socket, and behind
-  them are the session bus, `systemd --user`, gpg and ssh agents, docker;
+  them (a home holds credentials no list keeps up with);
+- the socket folders: `/run` (and `/var/run`) and `$XDG_RUNTIME_DIR`: a read-only bind does not
+  stop `connect()` on a unix socket;
 - `/tmp`, `/var/tmp` and `/dev/shm`, the command's own.
 
-Into them only what the user's programs need is shown back, read-only: the folders of the
-`PATH` entries and the interpreters they point into (a version manager's whole folder, such as
-`~/.pyenv` or `~/.nvm`; only the entry itself in a folder that also holds credentials, such as
-`~/.local/bin` or `~/.cargo/bin`, with rustup's toolchains beside it), imm's own interpreter and
+Into them only what the user's programs need is shown back, read-only: each `PATH` entry as that
+entry and what its programs need (`programs_of`) — never a home folder whole — the interpreter
+a venv's `pyvenv.cfg` names, the targets of the entries' links, imm's own interpreter and
 install, the files the resolver needs (`/etc/resolv.conf` may link into `/run`), and the files
 and folders a trusted command line names. Never a private root itself: a script in `/tmp` is
 shown alone, not `/tmp` with it. Files under `/etc` that imm's user can read but others cannot
@@ -34,6 +37,12 @@ from functools import cache
 from pathlib import Path
 
 ALWAYS_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
+# the top-level folders lane code sees as the host has them: programs, libraries, the system's
+# settings, package stores; and what bwrap makes anew (`/proc`, `/dev`) or keeps private
+PROGRAM_FOLDERS = frozenset(
+    {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix", "/gnu",
+     "/snap", "/proc", "/dev", "/sys", "/tmp", "/run"}
+)  # fmt: skip
 # never a private root, whatever $HOME says (HOME=/ in some containers)
 _SYSTEM = frozenset(
     {"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt", "/var", "/srv",
@@ -53,6 +62,17 @@ _ENTRY_ONLY = frozenset(
 )  # fmt: skip
 # what a shown entry needs beside it: rustup's proxies in ~/.cargo/bin run its toolchains
 _COMPANIONS = {".cargo/bin": (".rustup",)}
+# the names of a PATH entry that is a prefix's programs: its prefix's folders are shown too
+_PROGRAM_ENTRIES = frozenset({"bin", "sbin", "shims"})
+# folders of a prefix never shown with it: its settings (nvm's `etc/npmrc` holds a registry's
+# `_authToken`), and a version manager's other versions (those in use are shown by their own
+# entries, and the one its `version` file names)
+_PREFIX_KEPT_BACK = frozenset({"etc", "versions"})
+# files of a prefix that its programs read: pyenv's global version
+_PREFIX_FILES = ("version",)
+# virtualenvwrapper's hooks in a venv's `bin` (a `postactivate` exports secrets): hidden
+VENV_HOOKS = ("postactivate", "preactivate", "predeactivate", "postdeactivate",
+              "get_env_details", "postmkvirtualenv", "premkvirtualenv")  # fmt: skip
 # files the C library reads that may be links into a private root (systemd-resolved's stub)
 RESOLVER_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/localtime")
 _LINKS_FOLLOWED = 200  # at most this many links of one shown PATH folder are followed
@@ -60,24 +80,37 @@ _LINKS_FOLLOWED = 200  # at most this many links of one shown PATH folder are fo
 
 @dataclass(frozen=True)
 class HostView:
-    """The private roots beyond /tmp, /var/tmp and /dev/shm (`homes` among them), and what is
-    shown back of them, read-only."""
+    """The private roots beyond /tmp, /var/tmp and /dev/shm (`homes` among them), what is
+    shown back of them, read-only, and what is hidden again inside what is shown (top-level
+    files, a venv's hooks)."""
 
     private: tuple[str, ...]
     homes: tuple[str, ...]
     shown: tuple[str, ...]
+    hidden: tuple[str, ...] = ()
 
 
 def host_view(
-    home: Path, environ: Mapping[str, str], hidden: Sequence[str], extra: Iterable[Path] = ()
+    home: Path,
+    environ: Mapping[str, str],
+    hidden: Sequence[str],
+    extra: Iterable[Path] = (),
+    *,
+    working_copies: Sequence[Path] = (),
+    top: Path = Path("/"),
 ) -> HostView:
     """The view lane code gets here (module docstring); `extra`: more programs' folders to show
-    back (imm's interpreter and install are always)."""
+    back (imm's interpreter and install are always); `working_copies`: the repository's;
+    `top`: the root whose other folders are private (a test's stand-in for `/`)."""
     homes = _existing([home, *_account_home(), Path("/home"), Path("/root")], readable=True)
     sockets = _existing(
         [Path("/run"), Path("/var/run"), *_runtime_dir(environ)], readable=False
     )  # fmt: skip
-    private = _outermost([*homes, *sockets])
+    others, top_files = _top_level(top)
+    copies = [os.path.realpath(path) for path in working_copies if path.is_dir()]
+    private = _outermost(
+        list(dict.fromkeys([*homes, *sockets, *others, *(c for c in copies if c != "/")]))
+    )
     homes = tuple(path for path in homes if path in private or _inside_any(path, private))
     candidates = [Path(entry) for entry in environ.get("PATH", "").split(os.pathsep)
                   if os.path.isabs(entry)]  # fmt: skip
@@ -102,7 +135,11 @@ def host_view(
             real = os.path.realpath(name)
             if real != name and _inside_any(real, roots) and real not in shown:
                 shown.append(real)
-    return HostView(private, homes, tuple(shown))
+    hooks = [hook for folder in shown for name in VENV_HOOKS
+             if os.path.isfile(hook := os.path.join(folder, "bin", name))]  # fmt: skip
+    outer = [path for path in shown
+             if not any(other != path and within(path, other) for other in shown)]  # fmt: skip
+    return HostView(private, homes, tuple(outer), (*top_files, *hooks))
 
 
 def shown_for_command(
@@ -205,6 +242,24 @@ def _existing(paths: Sequence[Path], *, readable: bool) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _top_level(top: Path) -> tuple[list[str], list[str]]:
+    """The top-level folders that are no program folder (private roots), and the top-level
+    files (hidden): what `/` holds besides the system."""
+    folders: list[str] = []
+    files: list[str] = []
+    with contextlib.suppress(OSError), os.scandir(top) as entries:
+        for entry in entries:
+            path = os.path.join("/", entry.name) if str(top) == "/" else entry.path
+            if "/" + entry.name in PROGRAM_FOLDERS or entry.is_symlink():
+                continue  # a link (`/bin` -> `usr/bin`) shows what its target shows
+            with contextlib.suppress(OSError):
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    files.append(path)
+    return sorted(folders), sorted(files)
+
+
 def _outermost(paths: Sequence[str]) -> tuple[str, ...]:
     """`paths` without those inside another of them (one tmpfs covers both)."""
     return tuple(
@@ -236,22 +291,49 @@ def _shown_for(
     if not around or real in around or _inside_any(real, hidden):
         return []
     root = max(around, key=len)
-    if root not in homes:  # /tmp, /run: a venv's `bin` shows its venv
-        folder = os.path.dirname(real) if os.path.basename(real) == "bin" else real
-        return [] if folder == root else [folder]
-    parts = Path(real).relative_to(root).parts
-    if parts[0] in _NEVER_SHOWN:
-        return []
-    if parts[0] not in _ENTRY_ONLY:
-        return [os.path.join(root, parts[0])]  # a version manager's folder, whole
-    if len(parts) == 1:
-        return []  # `~/.cargo` itself holds the credentials: never whole
-    shown = [real]
-    for entry, companions in _COMPANIONS.items():
-        if "/".join(parts) == entry:
-            shown += [os.path.join(root, name) for name in companions
-                      if os.path.isdir(os.path.join(root, name))]  # fmt: skip
-    return shown
+    if root in homes:
+        parts = Path(real).relative_to(root).parts
+        if parts[0] in _NEVER_SHOWN:
+            return []
+        if parts[0] in _ENTRY_ONLY:
+            if len(parts) == 1:
+                return []  # `~/.cargo` itself holds the credentials: never whole
+            shown = [real]
+            for entry, companions in _COMPANIONS.items():
+                if "/".join(parts) == entry:
+                    shown += [os.path.join(root, name) for name in companions
+                              if os.path.isdir(os.path.join(root, name))]  # fmt: skip
+            return shown
+    return programs_of(real, root, homes)
+
+
+def programs_of(entry: str, root: str, homes: Sequence[str]) -> list[str]:
+    """What a program folder inside the private root `root` needs shown: a venv's `bin`, its
+    venv; a prefix's `bin` (`~/.nvm/versions/node/v20/bin`, `~/.fly/bin`), the prefix's folders
+    but its settings (`etc`) and other versions, and no file of its top (`~/.fly/config.yml`,
+    `~/.pulumi/credentials.json`) but the version it names; any other entry, itself alone."""
+    prefix = os.path.dirname(entry) if os.path.basename(entry) in _PROGRAM_ENTRIES else entry
+    if os.path.isfile(os.path.join(prefix, "pyvenv.cfg")):
+        return [prefix]  # a venv: its scripts, its site-packages
+    if prefix in (entry, root) or prefix in homes or within(root, prefix):
+        return [entry]
+    shown = [entry]
+    with contextlib.suppress(OSError), os.scandir(prefix) as children:
+        for child in children:
+            name = child.name
+            if (child.is_dir(follow_symlinks=False) and not name.startswith(".")
+                    and name not in _PREFIX_KEPT_BACK and name not in _NEVER_SHOWN):  # fmt: skip
+                shown.append(child.path)
+    for name in _PREFIX_FILES:
+        version = os.path.join(prefix, name)
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            named = Path(version).read_text(encoding="utf-8").split()
+            shown.append(version)
+            chosen = os.path.join(prefix, "versions", named[0]) if named else ""
+            if named and "/" not in named[0] and os.path.isdir(chosen):
+                shown += [p for p in programs_of(os.path.join(chosen, "bin"), root, homes)
+                          if p not in shown]  # fmt: skip
+    return [path for path in shown if os.path.exists(path)]
 
 
 def _link_targets(folder: str) -> list[Path]:
