@@ -28,11 +28,15 @@ def npm_available() -> bool:
 
 
 NYC = "15.1.0"  # istanbul's command line: writes its cache under node_modules/.cache
+# nyc before 15 (pinned by many lockfiles) wraps node through spawn-wrap 1, which writes
+# `$HOME/.node-spawn-wrap-*` (issue 59 #5)
+OLD_NYC = "14.1.1"
 
 
-def package_files(cache: Path, *, nyc: bool = False) -> dict[str, str]:
-    """The package's files (text), with the cut devDependencies (and nyc, `nyc`) and npm's
-    lockfile for them; fetched once into `cache`."""
+def package_files(cache: Path, *, nyc: str | None = None) -> dict[str, str]:
+    """The package's files (text), with the cut devDependencies (and nyc at version `nyc`)
+    and npm's lockfile for them; fetched once into `cache`. With nyc, `npm test` runs the
+    suite under it (`nyc tape test/*.js`), as in many packages."""
     folder = cache / "package"
     if not (folder / "package-lock.json").exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -44,8 +48,8 @@ def package_files(cache: Path, *, nyc: bool = False) -> dict[str, str]:
         manifest = json.loads((folder / "package.json").read_text())
         manifest["devDependencies"] = {"tape": manifest["devDependencies"]["tape"]}
         if nyc:
-            manifest["devDependencies"]["nyc"] = NYC
-        manifest["scripts"] = {"test": "tape test/*.js"}
+            manifest["devDependencies"]["nyc"] = nyc
+        manifest["scripts"] = {"test": f"{'nyc ' if nyc else ''}tape test/*.js"}
         (folder / "package.json").write_text(json.dumps(manifest, indent=2) + "\n")
         subprocess.run(
             ["npm", "install", "--package-lock-only", "--no-audit", "--no-fund"],

@@ -65,7 +65,7 @@ def test_checks_writing_caches_under_node_modules_land_their_tasks_with_a_cache_
     tool that makes its cache folder there without asking."""
     from tests.conftest import descriptor
 
-    files = npm_package.package_files(tmp_path_factory.mktemp("npm-nyc-cache"), nyc=True)
+    files = npm_package.package_files(tmp_path_factory.mktemp("npm-nyc-cache"), nyc=npm_package.NYC)
     extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
     chosen = sorted(npm_package.tasks())[:3]
     checks = {t: c for t, c in npm_package.checks(nyc=True).items() if t in chosen}
@@ -79,3 +79,31 @@ def test_checks_writing_caches_under_node_modules_land_their_tasks_with_a_cache_
     assert done.returncode == 0, output
     assert {str(c.state) for c in current(repo).state.children} == {"integrated"}, output
     assert "EROFS" not in output
+
+
+def test_a_suite_under_an_old_nyc_that_writes_the_home_lands_every_task(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Issue 59 #5: nyc before 15 writes `$HOME/.node-spawn-wrap-*`; a check's home was
+    setup's, read-only, and every check failed with EROFS. Each check's home is its own now:
+    two tasks judged by their file under nyc 14, one by the package's `npm test`."""
+    from tests.conftest import descriptor
+
+    files = npm_package.package_files(
+        tmp_path_factory.mktemp("npm-old-nyc-cache"), nyc=npm_package.OLD_NYC
+    )
+    extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
+    chosen = sorted(npm_package.tasks())[:3]
+    checks = {t: c for t, c in npm_package.checks(nyc=True).items() if t in chosen}
+    checks[chosen[2]] = descriptor(["test"], executable="npm")
+    repo = make_project(
+        tmp_path_factory.mktemp("npm-old-nyc") / "r", {task: [] for task in chosen},
+        checks=checks, extra_files=extra,
+        scopes={t: s for t, s in npm_package.scopes().items() if t in chosen},
+    )  # fmt: skip
+    done = _imm_run(repo)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert {str(c.state) for c in current(repo).state.children} == {"integrated"}, output
+    assert "EROFS" not in output
+    assert "npm notice" not in output

@@ -52,6 +52,7 @@ from imm_action.sandbox.confine import (
     Mount,
     named_folders,
 )
+from imm_action.sandbox.toolchains import populate_home
 from imm_action.text import clean_text, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.failures import check_failures
@@ -213,23 +214,16 @@ class _Lane:
 
     def _own_home(self, environment: Mapping[str, str]) -> dict[str, str]:
         """In the sandbox, the executor's own writable home, fresh for the lane (agents keep
-        their state there; `lane_setup` installs there), holding copies of the paths the config
-        exposes under the user's home — never the user's credential files. Unconfined, the
-        caller's."""
+        their state there; `lane_setup` installs there), showing read-only what the user's
+        toolchains need and the paths the config exposes under the user's home — bound where
+        they lie, never copied (issue 59 #6), never the user's credential files. Unconfined,
+        the caller's."""
         if not self.confinement.active:
             return {}
         shutil.rmtree(self.home, ignore_errors=True)
         self.home.mkdir(mode=0o700)
-        user_home = Path(environment.get("HOME") or Path.home())
-        for exposed in self.confinement.exposed:
-            source = Path(exposed)
-            if source.is_relative_to(user_home) and os.path.lexists(source):
-                copy = self.home / source.relative_to(user_home)
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                if source.is_dir():
-                    shutil.copytree(source, copy, symlinks=True)
-                else:
-                    shutil.copy2(source, copy, follow_symlinks=False)
+        toolchains = self.confinement.toolchains
+        populate_home(self.home, self.confinement.home_binds(), toolchains.files, confined=True)
         # git's identity, and nothing else of the user's git config (which may hold
         # credential helpers or URLs with tokens): an agent that commits needs a name
         identity = self.repo.configured_identity() or self.spec.committer
@@ -238,7 +232,7 @@ class _Lane:
             encoding="utf-8",
         )
         path = environment.get("PATH", "")
-        return {"HOME": str(self.home), "TMPDIR": "/tmp",
+        return {"HOME": str(self.home), "TMPDIR": "/tmp", **dict(toolchains.variables),
                 "PATH": os.pathsep.join([str(self.home / ".local" / "bin"), path])}  # fmt: skip
 
     def _confined(self, argv: Sequence[str]) -> Confined:
@@ -253,6 +247,8 @@ class _Lane:
         ]
         if self.prompt.exists():  # not yet for lane_setup
             binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
+        binds += [Bind(Path(source), str(self.home / relative))
+                  for source, relative in self.confinement.home_binds()]  # fmt: skip
         shown = named_folders(argv, self.confinement)
         return Confined(self.confinement, tuple(binds), self.tree_at, shown=shown)
 

@@ -44,6 +44,7 @@ from imm_action.credentials import token_folder
 from imm_action.errors import UsageError
 from imm_action.model.config import SandboxMode
 from imm_action.sandbox.leftovers import remove_left_by_dead
+from imm_action.sandbox.toolchains import NO_TOOLCHAINS, Toolchains, toolchains_of
 from imm_action.sandbox.view import (
     ALWAYS_PRIVATE,
     default_tmpfs_bytes,
@@ -132,6 +133,22 @@ class Confinement:
     tree_at: str | None = None
     # the sudo path: where environment files are written (0700, imm's)
     env_folder: Path | None = field(default=None, compare=False)
+    # what the user's toolchains need beyond their programs (toolchains.py), and the user's
+    # home, below which `sandbox_expose` paths are also shown in lane code's own home
+    toolchains: Toolchains = NO_TOOLCHAINS
+    user_home: str | None = None
+
+    def home_binds(self) -> tuple[tuple[str, str], ...]:
+        """What lane code's own home shows of the user's, read-only, bound where it lies
+        (never copied): the toolchains' folders and the exposed paths below the user's
+        home, each as (source, path relative to the home)."""
+        exposed = []
+        if self.user_home is not None:
+            for path in self.exposed:
+                below = within(path, self.user_home) and path != self.user_home
+                if below and os.path.lexists(path):
+                    exposed.append((path, os.path.relpath(path, self.user_home)))
+        return (*self.toolchains.in_home, *exposed)
 
     @property
     def active(self) -> bool:
@@ -304,10 +321,11 @@ def choose_confinement(
     `none`: unconfined. Refused when no sandbox works while imm holds a credential.
     `tmpfs_mb`: the size of the command's /tmp and /var/tmp (None: `default_tmpfs_bytes`)."""
     environ = os.environ if environ is None else environ
-    if mode == "none":
-        return NOT_CONFINED
-    bwrap, no_bwrap = _bwrap()
     home = Path(environ.get("HOME") or Path.home())
+    toolchains = toolchains_of(home, environ)
+    if mode == "none":
+        return replace(NOT_CONFINED, toolchains=toolchains, user_home=str(home))
+    bwrap, no_bwrap = _bwrap()
     hidden = (*hidden_paths(git_folders, home, environ), *private_etc_files())
     copies = [folder.parent for folder in git_folders if folder.name == ".git"]
     view = host_view(home, environ, hidden, working_copies=copies)
@@ -322,7 +340,8 @@ def choose_confinement(
         bwrap, "lane code runs in a bubblewrap sandbox", hidden=hidden, writable=writable,
         exposed=shown, check_network=check_network,
         tree_at=str(git_folders[0] / "imm" / "tree") if git_folders else None,
-        toolchain=view.shown, private=view.private, homes=view.homes,
+        toolchain=tuple(dict.fromkeys([*view.shown, *toolchains.shown])), private=view.private,
+        homes=view.homes, toolchains=toolchains, user_home=str(home),
         tmpfs_bytes=default_tmpfs_bytes() if tmpfs_mb is None else tmpfs_mb << 20,
     )  # fmt: skip
     if bwrap is not None and mode == "auto" and _works(bwrap, ()):
@@ -343,7 +362,8 @@ def choose_confinement(
             "passwordless sudo as on GitHub's hosted runners), or set `sandbox: none` in "
             ".github/imm.yml to accept the risk"
         )
-    return Confinement(None, f"{_UNCONFINED_PREFIX}{why}")
+    return Confinement(None, f"{_UNCONFINED_PREFIX}{why}", toolchains=toolchains,
+                       user_home=str(home))  # fmt: skip
 
 
 def _mounted(mount: Mount) -> list[str]:

@@ -29,7 +29,7 @@ from imm_action.verify.check_queue import (
     run_queue,
 )
 from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
-from imm_action.verify.command_run import Sandbox, run_check, run_command
+from imm_action.verify.command_run import TESTS_FOLDER, Sandbox, run_check, run_command
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.result_cache import ResultCache
 from imm_action.verify.trees import CheckoutTree, remove_tree
@@ -237,14 +237,18 @@ def _check_sandbox(
     prepared: Prepared,
     confinement: Confinement,
 ) -> Sandbox:
-    """A check's sandbox: its tree, a scratch home (or setup's, read-only, with the scratch
-    for temp and cache), and what setup left in its tree, at the same place in this one."""
+    """A check's sandbox: its tree; a home of its own, writable and fresh for each check, that
+    shows what setup left in setup's home read-only (issue 59 #5: nyc writes under `$HOME`);
+    and what setup left in its tree, at the same place in this one."""
     root = tree.root
     home = scratch / "home"
     home.mkdir()
     binds: list[Bind] = []
+    in_home: list[tuple[str, str]] = []
     if prepared.home is not None:
+        # at its own path too: a venv's scripts name their interpreter by it
         binds.append(Bind(prepared.home, str(prepared.home)))
+        in_home = _setup_home_entries(prepared.home, confinement)
     seen_at = confinement.tree_at if confinement.active else None
     for name, kept in prepared.binds:
         if seen_at is not None:
@@ -256,10 +260,26 @@ def _check_sandbox(
     overlay, entry_kind = None, None
     if isinstance(tree, OverlayTree) and seen_at is not None:
         overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
-    return Sandbox(root, prepared.home or home, prepared.path_env, tree.changed,
-                   confinement=confinement, scratch=home if prepared.home else None,
+    return Sandbox(root, home, prepared.path_env, tree.changed, confinement=confinement,
                    binds=tuple(binds), network=confinement.check_network,
-                   overlay=overlay, entry_kind=entry_kind)  # fmt: skip
+                   overlay=overlay, entry_kind=entry_kind,
+                   home_binds=tuple(in_home))  # fmt: skip
+
+
+# what a check's home holds of its own, never setup's: its temp, caches and test reports
+_OWN_IN_HOME = frozenset({"tmp", ".cache", TESTS_FOLDER})
+
+
+def _setup_home_entries(home: Path, confinement: Confinement) -> list[tuple[str, str]]:
+    """What setup left in its home (a venv, `.local`), each shown read-only at its name in a
+    check's own home; the toolchains' folders (`.m2`) stay theirs."""
+    toolchains = confinement.toolchains
+    theirs = {Path(relative).parts[0]
+              for _, relative in (*toolchains.in_home, *toolchains.files)}  # fmt: skip
+    with contextlib.suppress(OSError):
+        return [(str(home / name), name) for name in sorted(os.listdir(home))
+                if name not in _OWN_IN_HOME and name not in theirs]  # fmt: skip
+    return []
 
 
 CACHES = "caches"  # in a check's scratch: the writable caches of what setup prepared

@@ -31,6 +31,7 @@ from imm_action.sandbox.confine import (
     inside,
 )
 from imm_action.sandbox.contain import end, start_contained
+from imm_action.sandbox.toolchains import QUIET, populate_home
 from imm_action.sandbox.view import within
 from imm_action.verify.trees import remove_tree
 
@@ -50,9 +51,6 @@ class Sandbox:
     # (a checkout with its own index, trees.py); else the tree is walked before and after.
     changes: Callable[[tuple[str, ...]], list[str]] | None = None
     confinement: Confinement = NOT_CONFINED  # the sandbox (confine.py); inactive: a reaper
-    # where TMPDIR and XDG_CACHE_HOME go when `home` is not the command's to write (a home
-    # `check_setup` prepared, shared read-only by every check); None: in `home`
-    scratch: Path | None = None
     extra: tuple[tuple[str, str], ...] = ()  # more variables (setup's network settings)
     binds: tuple[Bind, ...] = ()  # more paths seen inside (setup's home and tree, read-only)
     network: bool = True
@@ -61,6 +59,9 @@ class Sandbox:
     # from its git tree
     overlay: Overlay | None = None
     entry_kind: Callable[[str], str | None] | None = None
+    # more of the host shown read-only inside `home`: (source, relative) — what `check_setup`
+    # left in its home, seen in each check's own
+    home_binds: tuple[tuple[str, str], ...] = ()
 
     @property
     def seen_at(self) -> str | None:
@@ -68,24 +69,33 @@ class Sandbox:
         return self.confinement.tree_at if self.confinement.active else None
 
     def environment(self) -> dict[str, str]:
-        writable = self.scratch or self.home
-        tmp = writable / "tmp"
-        cache = writable / ".cache"
+        tmp = self.home / "tmp"
+        cache = self.home / ".cache"
         tmp.mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)
+        toolchains = self.confinement.toolchains
+        populate_home(self.home, self._in_home(), toolchains.files,
+                      confined=self.confinement.active)  # fmt: skip
         return {
             "PATH": self.path_env,
             "HOME": str(self.home),
             # in the sandbox, /tmp is the command's own (nothing it leaves there outlives it)
             "TMPDIR": "/tmp" if self.confinement.active else str(tmp),
             "XDG_CACHE_HOME": str(cache),
+            **dict(QUIET),
+            **dict(toolchains.variables),
             **dict(self.extra),
         }
 
+    def _in_home(self) -> tuple[tuple[str, str], ...]:
+        """What the home shows of the host, read-only: setup's, then the toolchains' and the
+        exposed paths (one of theirs inside a folder of setup's is mounted on top of it)."""
+        return (*self.home_binds, *self.confinement.home_binds())
+
     def confined(self, cwd: Path) -> Confined:
-        """The command's place in the sandbox: its tree writable at `seen_at`, its home and
-        scratch writable, `binds` as given."""
-        writable = [self.home] if self.scratch is None else [self.scratch]
+        """The command's place in the sandbox: its tree writable at `seen_at`, its home
+        writable, `binds` as given, what its home shows of the host read-only."""
+        writable = [self.home]
         tree: Mount = (
             Bind(self.root, self.seen_at or str(self.root), writable=True)
             if self.overlay is None
@@ -95,6 +105,10 @@ class Sandbox:
             tree,
             *(Bind(folder, str(folder), writable=True) for folder in writable),
             *self.binds,
+            *(
+                Bind(Path(source), str(self.home / relative))
+                for source, relative in self._in_home()
+            ),
         )
         return Confined(self.confinement, binds, inside(cwd, self.root, self.seen_at),
                         network=self.network)  # fmt: skip
@@ -112,7 +126,7 @@ def run_check(
     """A check's run, with the tests it reported (issue 58): pytest writes JUnit XML where
     PYTEST_ADDOPTS says, any runner may write a report to $IMM_TEST_REPORT, the descriptor
     may name the file its runner writes (`report`), and TAP in the output counts too."""
-    folder = (sandbox.scratch or sandbox.home) / TESTS_FOLDER
+    folder = sandbox.home / TESTS_FOLDER
     remove_tree(folder)
     folder.mkdir(parents=True)
     in_tree = _report_place(sandbox, descriptor.report)
@@ -129,7 +143,7 @@ def run_check(
     return ran.model_copy(update={"tests": ledger, "failed_tests": named_tests(ledger.failing())})
 
 
-TESTS_FOLDER = "imm-tests"  # in a check's writable scratch: the reports imm asks for
+TESTS_FOLDER = "imm-tests"  # in a check's own home: the reports imm asks for
 PYTEST_REPORT = "pytest.xml"
 ANY_REPORT = "report"
 
