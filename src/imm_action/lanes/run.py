@@ -247,8 +247,7 @@ class _Lane:
         ]
         if self.prompt.exists():  # not yet for lane_setup
             binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
-        binds += [Bind(Path(source), str(self.home / relative))
-                  for source, relative in self.confinement.home_binds()]  # fmt: skip
+        binds += self.confinement.own_home_binds(self.home)
         shown = named_folders(argv, self.confinement)
         return Confined(self.confinement, tuple(binds), self.tree_at, shown=shown)
 

@@ -150,6 +150,17 @@ class Confinement:
                     exposed.append((path, os.path.relpath(path, self.user_home)))
         return (*self.toolchains.in_home, *exposed)
 
+    def own_home_binds(self, home: Path, more: Sequence[tuple[str, str]] = ()) -> list[Bind]:
+        """The binds that show `home_binds` (and `more`) inside a command's own `home`, and
+        the files written there (Maven's settings without credentials) at the user's home as
+        well: Java takes `user.home` from the account, never from `$HOME`."""
+        binds = [Bind(Path(source), str(home / relative))
+                 for source, relative in (*more, *self.home_binds())]  # fmt: skip
+        if self.user_home is not None:
+            binds += [Bind(home / relative, os.path.join(self.user_home, relative))
+                      for relative, _ in self.toolchains.files]  # fmt: skip
+        return binds
+
     @property
     def active(self) -> bool:
         return self.bwrap is not None

@@ -99,8 +99,9 @@ def toolchains_of(home: Path, environ: Mapping[str, str]) -> Toolchains:
         shown.append(str(_folder(local)))
     else:
         repository = _folder(home / ".m2" / "repository")
-        if repository is not None:
+        if repository is not None:  # in the command's home, and where Java looks (the account's)
             in_home.append((repository, ".m2/repository"))
+            shown.append(repository)
     gradle = _folder(environ.get("GRADLE_USER_HOME") or home / ".gradle")
     if gradle is not None and os.path.isdir(os.path.join(gradle, "caches", "modules-2")):
         variables["GRADLE_RO_DEP_CACHE"] = os.path.join(gradle, "caches")

@@ -74,8 +74,8 @@ class Sandbox:
         tmp.mkdir(parents=True, exist_ok=True)
         cache.mkdir(parents=True, exist_ok=True)
         toolchains = self.confinement.toolchains
-        populate_home(self.home, self._in_home(), toolchains.files,
-                      confined=self.confinement.active)  # fmt: skip
+        in_home = (*self.home_binds, *self.confinement.home_binds())
+        populate_home(self.home, in_home, toolchains.files, confined=self.confinement.active)
         return {
             "PATH": self.path_env,
             "HOME": str(self.home),
@@ -86,11 +86,6 @@ class Sandbox:
             **dict(toolchains.variables),
             **dict(self.extra),
         }
-
-    def _in_home(self) -> tuple[tuple[str, str], ...]:
-        """What the home shows of the host, read-only: setup's, then the toolchains' and the
-        exposed paths (one of theirs inside a folder of setup's is mounted on top of it)."""
-        return (*self.home_binds, *self.confinement.home_binds())
 
     def confined(self, cwd: Path) -> Confined:
         """The command's place in the sandbox: its tree writable at `seen_at`, its home
@@ -105,10 +100,7 @@ class Sandbox:
             tree,
             *(Bind(folder, str(folder), writable=True) for folder in writable),
             *self.binds,
-            *(
-                Bind(Path(source), str(self.home / relative))
-                for source, relative in self._in_home()
-            ),
+            *self.confinement.own_home_binds(self.home, self.home_binds),
         )
         return Confined(self.confinement, binds, inside(cwd, self.root, self.seen_at),
                         network=self.network)  # fmt: skip
