@@ -244,9 +244,11 @@ def _evidence_executor(code: str) -> str:
     return shlex.join([sys.executable, "-c", body])
 
 
-def test_an_executor_gets_a_home_of_its_own_with_copies_of_what_the_config_exposes(
+def test_an_executor_gets_a_home_of_its_own_showing_what_the_config_exposes_bound_not_copied(
     tmp_path: Path,
 ) -> None:
+    """Issue 59 #6: `sandbox_expose` copied the folder into every lane's home (426 MB, 2.5 s
+    a lane): it is bound, read-only — the same file, never a copy of it."""
     home, out = tmp_path / "home", tmp_path / "out"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "settings.json").write_text("agent-config")
@@ -257,8 +259,10 @@ def test_an_executor_gets_a_home_of_its_own_with_copies_of_what_the_config_expos
         "h = pathlib.Path(os.environ['HOME']); u = pathlib.Path(sys.argv[1])\n"
         "def read(p):\n    try:\n        return p.read_text()\n    except OSError:\n"
         "        return None\n"
-        "(out / (t + '.json')).write_text(json.dumps({'home': str(h), 'own': read(h / "
-        "'.claude/settings.json'), 'ssh': read(u / '.ssh/id_ed25519')}))"
+        "own = h / '.claude/settings.json'\n"
+        "try:\n    own.write_text('changed'); wrote = True\nexcept OSError:\n    wrote = False\n"
+        "(out / (t + '.json')).write_text(json.dumps({'home': str(h), 'own': read(own), "
+        "'inode': own.stat().st_ino, 'wrote': wrote, 'ssh': read(u / '.ssh/id_ed25519')}))"
     )
     executor = _evidence_executor(code) + " " + shlex.quote(str(home))
     config = "sandbox_expose: ['~/.claude']\n"
@@ -267,7 +271,9 @@ def test_an_executor_gets_a_home_of_its_own_with_copies_of_what_the_config_expos
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads((out / "a.json").read_text())
     assert seen["home"] != str(home)  # its own
-    assert seen["own"] == "agent-config"  # the exposed folder, copied in
+    assert seen["own"] == "agent-config"  # the exposed folder, shown in it
+    assert seen["inode"] == (home / ".claude" / "settings.json").stat().st_ino  # bound
+    assert seen["wrote"] is False  # read-only
     assert seen["ssh"] in (None, "")  # the user's key, hidden
 
 

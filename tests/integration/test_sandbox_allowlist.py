@@ -340,13 +340,17 @@ def test_the_wheels_bwrap_runs_with_a_decoy_bwrap_first_on_imms_own_path(tmp_pat
     assert not ran.exists()
 
 
-def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "lockfile", ["requirements.txt", "pom.xml", "build.gradle.kts", "Cargo.lock"]
+)
+def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path, lockfile: str) -> None:
     """The setup digest holds the base's lockfiles (issue 43 #8: without them, no test
-    failed): a commit changing `requirements.txt` prepares the environment anew."""
+    failed), of every ecosystem (issue 59: `pom.xml` and Gradle's did not count): a commit
+    changing one prepares the environment anew."""
     count = tmp_path / "setup-runs"
     setup = f"sh -c 'echo x >> {count}'"
     repo = make_project(tmp_path / "r", {"a": []}, extra_files={
-        ".github/imm.yml": f"check_setup: {setup}\n", "requirements.txt": "pytest\n"})  # fmt: skip
+        ".github/imm.yml": f"check_setup: {setup}\n", lockfile: "pytest\n"})  # fmt: skip
 
     def run(*more: str) -> str:
         done = _imm_run(repo, *more)
@@ -355,7 +359,7 @@ def test_a_changed_lockfile_runs_check_setup_again(tmp_path: Path) -> None:
 
     run()
     assert count.read_text() == "x\n"
-    (repo / "requirements.txt").write_text("pytest>=8\n")
+    (repo / lockfile).write_text("pytest>=8\n")
     subprocess.run(["git", "commit", "-qam", "pin pytest"], cwd=repo, check=True)
     said = run("--fresh")
     assert "check_setup: reused" not in said

@@ -9,7 +9,12 @@ from pathlib import Path
 
 from imm_action.batches.output import print_report
 from imm_action.batches.pass_inputs import pass_ports, pass_request
-from imm_action.batches.repo import check_place, executor_to_print, open_batch_repo
+from imm_action.batches.repo import (
+    check_place,
+    executor_to_print,
+    open_batch_repo,
+    setup_commit,
+)
 from imm_action.carriers.source import InitiativeSource
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
@@ -62,7 +67,8 @@ def apply_decision(
     def log(line: str) -> None:
         io.warn(f"imm: {line}")
 
-    place = check_place(batch_repo, args.path_env, log, holds_token=args.remote is not None)
+    place = check_place(batch_repo, args.path_env, log, holds_token=args.remote is not None,
+                        setup_at=setup_commit(batch_repo, args.slug))  # fmt: skip
     ports = pass_ports(batch_repo, log, path_env=args.path_env, place=place)
     try:
         result = reconcile(replace(request, mutate=decision), ports)

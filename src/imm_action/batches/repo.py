@@ -15,6 +15,7 @@ from imm_action.errors import Problem, UsageError
 from imm_action.git import GitRunner
 from imm_action.git.refs import LocalRefStore, RefStore, RemoteRefStore
 from imm_action.git.repo import IMM_IDENTITY, GitRepo, Identity
+from imm_action.integrate.store import StateStore
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchRunState
@@ -144,19 +145,35 @@ def now() -> str:
 
 
 def check_place(
-    batch_repo: BatchRepo, path_env: str, log: Callable[[str], None], *, holds_token: bool
+    batch_repo: BatchRepo,
+    path_env: str,
+    log: Callable[[str], None],
+    *,
+    holds_token: bool,
+    setup_at: str,
 ) -> CheckPlace:
     """Where this command's lane code and checks run (SPEC §8): in the sandbox, refused while
-    imm holds a token where none works (unless the config says `sandbox: none`); with the base
-    config's `check_setup`, run in the commit the repository has checked out. The log says
-    which."""
+    imm holds a token where none works (unless the config says `sandbox: none`); with the
+    plan's config's `check_setup`, run in a checkout of `setup_at` — the commit the plan was
+    made from (`setup_commit`), never a batch head holding what lanes wrote (issue 59 #4).
+    The log says which."""
     config = batch_repo.config
     # what checks of a killed run left
     remove_left_by_dead(scratch_root(batch_repo.repo), SCRATCH_PREFIX)
     confinement = confinement_for(batch_repo, holds_token=holds_token)
     log(confinement.why)
-    base = batch_repo.repo.resolve("HEAD") if config.check_setup else None
+    base = setup_at if config.check_setup else None
     return CheckPlace(confinement, path_env, config.check_setup, base, log=log)
+
+
+def setup_commit(batch_repo: BatchRepo, slug: str, *, fresh: bool = False) -> str:
+    """Where `check_setup` runs for a pass over `slug`'s batch: the active batch's plan commit,
+    else (a batch yet to start, or `--fresh`) the base head it will be planned from."""
+    if not fresh:
+        stored = StateStore(batch_repo.refs).active(slug)
+        if stored is not None:
+            return stored.state.judged_at
+    return base_of(batch_repo)[1]
 
 
 def confinement_for(batch_repo: BatchRepo, *, holds_token: bool) -> Confinement:

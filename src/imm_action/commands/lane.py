@@ -166,7 +166,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         # sandbox, the same check_setup (reused: prepared before, for this base's lockfiles)
         place = check_place(
             batch_repo, path_env, lambda line: print(f"imm: {line}", file=log, flush=True),
-            holds_token=token() is not None,
+            holds_token=token() is not None, setup_at=_plan_commit(batch_repo, state),
         )  # fmt: skip
         try:
             verifier = Verifier(batch_repo.repo, ResultCache(), path_env=path_env,
@@ -193,6 +193,22 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         return EXIT_OK
     io.warn(f"imm lane {args.task_id}: needs a person: {outcome.reason}")
     return EXIT_NEEDS_HUMAN
+
+
+def _plan_commit(batch_repo: BatchRepo, state: BatchRunState) -> str:
+    """The commit the plan was made from, where `check_setup` runs (issue 59 #4: never the
+    lane's base, the batch head, which holds what earlier lanes wrote). A lane job's clone
+    holds only the lane's base (`fetch-depth: 1`): the plan's commit is fetched then."""
+    wanted = state.judged_at
+    refs = batch_repo.refs
+    if batch_repo.repo.commit_if_present(wanted) is None and isinstance(refs, RemoteRefStore):
+        refs.fetch_commit(wanted)
+    if batch_repo.repo.commit_if_present(wanted) is None:
+        raise UsageError(
+            f"the plan's commit {wanted[:12]} is not in this clone, and check_setup runs "
+            "there only: fetch it (or check out with `fetch-depth: 0`)"
+        )
+    return wanted
 
 
 def _lane_minutes(args: LaneArgs, configured: int) -> int:

@@ -24,6 +24,7 @@ from imm_action.batches.repo import (
     check_place,
     config_warning_lines,
     open_batch_repo,
+    setup_commit,
     with_overrides,
 )
 from imm_action.console import CommandIO
@@ -137,7 +138,8 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
 
     # a pass that reports on GitHub or moves a remote's refs holds a credential
     holds_token = github is not None or args.remote is not None
-    place = check_place(batch_repo, args.path_env, log, holds_token=holds_token)
+    place = check_place(batch_repo, args.path_env, log, holds_token=holds_token,
+                        setup_at=setup_commit(batch_repo, args.slug))  # fmt: skip
     pass_io = pass_ports(batch_repo, log, path_env=args.path_env, lanes=lanes, place=place)
     try:
         result = reconcile(request, pass_io)

@@ -94,7 +94,7 @@ def _run_shard(args: VerifyArgs, io: CommandIO, batch_repo: BatchRepo, folder: P
         io.warn(f"imm: {line}")
 
     started = time.monotonic()
-    place = check_place(batch_repo, path_env, log, holds_token=False)
+    place = check_place(batch_repo, path_env, log, holds_token=False, setup_at=state.judged_at)
     try:
         verifier = Verifier(
             repo, ResultCache(), path_env=path_env, workers=batch_repo.config.verify_parallel,

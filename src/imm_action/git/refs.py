@@ -73,6 +73,15 @@ class RemoteRefStore:
                 ]
             )  # fmt: skip
 
+    def fetch_commit(self, oid: str) -> None:
+        """One commit of the remote's history (and its tree), where a shallow clone lacks it:
+        the plan's commit, in a lane job. A commit the remote does not have fetches nothing."""
+        self.repo.git.run(
+            ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--depth=1",
+             self.remote, oid],
+            ok_codes=(0, 1, 128),
+        )  # fmt: skip
+
     def read(self, names: Iterable[str]) -> dict[str, str | None]:
         wanted = list(names)
         mirrored = self.repo.read_refs(MIRROR + name for name in wanted)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 
 from imm_action.batches.pass_inputs import PlanMemo, pass_ports, pass_request
-from imm_action.batches.repo import BatchRepo, check_place, logs_folder
+from imm_action.batches.repo import BatchRepo, check_place, logs_folder, setup_commit
 from imm_action.credentials import token
 from imm_action.errors import ImmError
 from imm_action.git import GitError
@@ -108,6 +108,7 @@ class Coordinator:
         self.place = check_place(
             batch_repo, options.environment.get("PATH", ""), self._event,
             holds_token=token() is not None,
+            setup_at=setup_commit(batch_repo, options.slug, fresh=options.fresh),
         )  # fmt: skip
         settings = CheckSettings(
             batch_repo.root,

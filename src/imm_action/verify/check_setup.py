@@ -61,7 +61,9 @@ LOCKFILES = frozenset(
         "package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock",
         "pnpm-lock.yaml", "bun.lockb", "requirements.txt", "requirements-dev.txt",
         "constraints.txt", "pyproject.toml", "poetry.lock", "uv.lock", "Pipfile.lock",
-        "setup.py", "setup.cfg", "Gemfile.lock", "go.sum", "Cargo.lock", "composer.lock",
+        "setup.py", "setup.cfg", "Gemfile.lock", "go.mod", "go.sum", "Cargo.toml", "Cargo.lock",
+        "composer.lock", "pom.xml", "build.gradle", "build.gradle.kts", "settings.gradle",
+        "settings.gradle.kts", "gradle.lockfile", "mix.lock", "Package.resolved",
     }
 )  # fmt: skip
 # the user's package-manager settings: setup reads them where they are (never copied)
