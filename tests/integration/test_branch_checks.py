@@ -112,6 +112,9 @@ def test_a_red_base_stops_the_batch_before_any_lane_naming_the_check_and_its_out
     assert (state.stop_reason or "").startswith("batch_base_check_failed: branch:suite failed")
     assert "3 tests failed" in said  # its output
     assert "no lane ran" in said  # what to do
+    # what differs from the user's own run, and how to provide it (issue 59 #6)
+    assert "a home of their own" in " ".join(said.split())
+    assert "`check_setup` prepares what they need" in " ".join(said.split())
     assert "branch check branch:suite: FAILED on imm/init at " in said
     assert all(child.lane is None for child in state.children)  # no agent ran
     assert git(repo, "for-each-ref", "refs/heads/imm-lane").strip() == ""

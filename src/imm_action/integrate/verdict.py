@@ -30,6 +30,17 @@ from imm_action.plan.lane_change import TOUCHES_CHECK
 from imm_action.text import listed, plural
 
 
+# What differs between a check's run in imm and the user's own (issue 59 #6: checks passed on
+# main in the user's shell, and nothing said why they failed in imm), and how to provide it.
+WHERE_CHECKS_RUN = (
+    "Where they pass for you but not here, what differs is where imm runs them: in its "
+    "sandbox, with a home of their own (not yours: a tool under your home is seen only as "
+    "docs/formats.md's toolchains list it, or through `sandbox_expose`), no variable of yours "
+    "but PATH, and the network only if `check_network` allows it; `check_setup` prepares "
+    "what they need"
+)
+
+
 @dataclass(frozen=True)
 class Verdict:
     batch_state: BatchState
@@ -57,14 +68,15 @@ def verdict(state: BatchRunState, startable: Sequence[str]) -> Verdict:
             state.stop_reason,
             f"no lane ran: fix what fails the named branch checks on {state.base_ref} (run them "
             "there yourself), commit the fix, then run the batch again: it starts from the fixed "
-            "base",
+            f"base. {WHERE_CHECKS_RUN}",
         )
     if state.stop_reason and state.stop_reason.startswith(HEAD_CHECK_FAILED):
         return Verdict(
             BatchState.NEEDS_HUMAN,
             state.stop_reason,
             f"run the named checks on {branch} yourself; fix what fails them (a flaky test, "
-            "the environment), then continue the batch: its ready lanes are verified again",
+            "the environment), then continue the batch: its ready lanes are verified again. "
+            f"{WHERE_CHECKS_RUN}",
         )
     if done == len(children):
         verified = head_checks_said(state, done)
