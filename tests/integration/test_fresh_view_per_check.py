@@ -33,12 +33,15 @@ PLANTS = {
     "a folder swapped for a file": (
         "import shutil; shutil.rmtree('scripts'); open('scripts', 'w').write('yes')"
     ),
+    # the home is made anew for each check (issue 59 #7)
+    "a file in the home": "import os; open(os.path.expanduser('~/planted'), 'w').write('x')",
 }
 # The sibling: passes only on a tree where one of the plants lies.
 SIBLING = (
     "import os, sys; planted = os.path.exists('unittest_helper.py') or "
     "os.path.islink('scripts') or os.path.isfile('scripts') or "
-    "os.path.exists('scripts/ok'); sys.exit(0 if planted else 1)"
+    "os.path.exists('scripts/ok') or os.path.exists(os.path.expanduser('~/planted')); "
+    "sys.exit(0 if planted else 1)"
 )
 
 
@@ -97,3 +100,63 @@ def test_a_check_never_sees_what_a_sibling_check_wrote(
     # it ran on the tree under test, as on the branch: it found no plant (exit 1) and nothing
     # changed under it (a change left by the plant would blame the victim's lane)
     assert (victim.exit_code, victim.changed_outside) == (1, []), victim
+
+
+# what setup leaves in its tree (npm ci's node_modules), bound into every check's
+SETUP = "sh -c 'mkdir -p node_modules && echo module > node_modules/index.js'"
+
+
+def _descriptor_check(check_id: str, body: dict[str, object]) -> Check:
+    descriptor = {"contract": "assurance_kernel/verification_descriptor/v2", **body}
+    return Check(check_id, parse_descriptor(json.dumps(descriptor)))
+
+
+@pytest.mark.parametrize("way", sorted(RUNS))
+def test_a_cache_under_what_setup_prepared_is_emptied_before_the_next_check(
+    tmp_path: Path, way: str
+) -> None:
+    """Issue 59 #7: `node_modules/.cache` is each check's own (nyc, babel-loader), emptied
+    before the next — never one check's cache in another's run."""
+    root = make_repo(tmp_path / "r", {"src/app.py": "x = 1\n", ".gitignore": "node_modules/\n"})
+    repo = GitRepo(root)
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    place = _place("overlays", repo)
+    place.setup, place.setup_tree = SETUP, git(root, "rev-parse", "HEAD").strip()
+    cache = "node_modules/.cache/planted"
+    try:
+        verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], workers=1,
+                            place=place)  # fmt: skip
+        poison = _check("hostile:cache", f"import os; os.makedirs(os.path.dirname({cache!r}), "
+                        f"exist_ok=True); open({cache!r}, 'w').write('x')")  # fmt: skip
+        sibling = _check("victim:ok", f"import os, sys; sys.exit(os.path.exists({cache!r}))")
+        results = RUNS[way](verifier, tree, [poison, sibling])
+    finally:
+        place.close()
+    assert [r.passed for r in results] == [True, True], results
+
+
+@pytest.mark.parametrize("kind", ["overlays", "checkouts"])
+def test_an_environments_prepare_runs_before_each_check_of_its_group(
+    tmp_path: Path, kind: str
+) -> None:
+    """Issue 59 #7 (the schema said "once per environment group"): a check's home and tree are
+    fresh, so what `prepare` made must be made again for each."""
+    root = make_repo(tmp_path / "r", {"src/app.py": "x = 1\n"})
+    repo = GitRepo(root)
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    place = _place(kind, repo)
+    prepare = {"executable": "python3", "argv": ["-c", (
+        "import os; open(os.path.expanduser('~/prepared'), 'w').write('x')")]}  # fmt: skip
+
+    def uses(name: str) -> dict[str, object]:  # two checks, not one command run once
+        code = f"import os; os.remove(os.path.expanduser('~/prepared'))  # {name}"
+        return {"command": {"executable": "python3", "argv": ["-c", code]},
+                "environment": {"prepare": prepare}}  # fmt: skip
+
+    try:
+        verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], workers=1,
+                            place=place)  # fmt: skip
+        results = verifier.verify(tree, [_descriptor_check(f"t:{n}", uses(n)) for n in "ab"])
+    finally:
+        place.close()
+    assert [r.passed for r in results] == [True, True], results

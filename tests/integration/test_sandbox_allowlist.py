@@ -145,7 +145,8 @@ def reached(
     out = tmp_path_factory.mktemp("allow") / "out"
     out.mkdir()
     home = Path(tempfile.mkdtemp(prefix="imm-test-home-", dir=_account_home()))
-    run_folder = Path(f"/run/imm-test-{tag}")
+    run_folder = Path(f"/run/imm-test-{tag}")  # the runtime folder: XDG_RUNTIME_DIR
+    other_run = Path(f"/run/imm-test-other-{tag}")
     host = Path(f"/var/lib/imm-test-{tag}")
     # the repository's working copy lies under /opt, as a self-hosted runner's does
     opt = root = Path(f"/opt/imm-test-{tag}")
@@ -163,7 +164,10 @@ def reached(
             file.chmod(0o600)
         (host / "private").chmod(0o700)
         run_folder.mkdir(mode=0o770)
-        listeners = [_Listener(run_folder / "bus"), _Listener(Path(f"/tmp/imm-test-sock-{tag}"))]
+        # a socket folder under /run that no variable names: /run itself is private
+        other_run.mkdir(mode=0o770)
+        listeners = [_Listener(run_folder / "bus"), _Listener(Path(f"/tmp/imm-test-sock-{tag}")),
+                     _Listener(other_run / "docker.sock")]  # fmt: skip
         shutil.copy(PROBE_SOURCE, executor_file)
         repo = make_project(
             root / "r", {"spy": [], "slow": []},
@@ -208,6 +212,7 @@ def reached(
             listener.path.unlink(missing_ok=True)
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(run_folder, ignore_errors=True)
+        shutil.rmtree(other_run, ignore_errors=True)
         shutil.rmtree(host, ignore_errors=True)
         shutil.rmtree(opt, ignore_errors=True)
         executor_file.unlink(missing_ok=True)

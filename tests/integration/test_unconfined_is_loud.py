@@ -88,3 +88,35 @@ def test_refused_with_a_credential_naming_the_exact_cause(monkeypatch: pytest.Mo
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(confine.SandboxError, match="bubblewrap needs Linux, and this is darwin"):
         confine.choose_confinement("auto", holds_credential=True, environ={"PATH": ""})
+
+
+def test_a_lane_outcome_says_its_executor_ran_unconfined(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 59 #7: the lane's own outcome carries the cause — what a lane job on another
+    runner reports by, whatever the integrating pass's own checks ran in."""
+    from imm_action.lanes.outcome import read_outcome
+    from imm_action.model.refs import lane_outcome_ref
+    from tests.batch_helpers import open_local, run_pass
+    from tests.conftest import git
+
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text("{}")
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
+    project = make_project(tmp_path / "project", {"a": []},
+                           extra_files={".github/imm.yml": "sandbox: none\n"})  # fmt: skip
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(project), str(remote))
+    git(project, "remote", "add", "origin", str(remote))
+    batch = run_pass(project, remote="origin").stored.state.batch_id
+    job = tmp_path / "job"
+    git(tmp_path, "clone", "-q", str(remote), str(job))
+    argv = ["lane", "--repo", str(job), "--remote", "origin", "--batch-id", batch, "--task", "a",
+            "--executor", EXECUTOR, "--log", str(tmp_path / "lane.log")]  # fmt: skip
+    for phase in ("fetch", "work", "publish"):
+        assert run_cli(capsys, *argv, "--phase", phase)[0] == 0, phase
+    commit = git(remote, "rev-parse", lane_outcome_ref(batch, "a")).strip()
+    git(project, "fetch", "-q", "origin", f"{commit}:refs/test/outcome")
+    outcome = read_outcome(open_local(project).repo, commit)
+    assert outcome is not None
+    assert outcome.unconfined == "`sandbox: none` in the config"

@@ -74,3 +74,18 @@ def test_github_tokens_runner_credentials_and_git_plumbing_never_pass_even_when_
     assert executor_environment(parent, list(parent), {}) == {}
     operator = {**parent, "IMM_EXECUTOR_ENV": ",".join(parent)}
     assert executor_environment(operator, [], {}) == {}
+
+
+def test_the_addresses_of_host_sockets_and_the_users_xdg_folders_never_pass_even_when_mapped() -> (
+    None
+):
+    """ADR 0059, issue 59 #7: agents' and the session's sockets, and the XDG folders, which lie
+    in the user's home; listed by the config and by the operator alike."""
+    parent = {
+        "SSH_AUTH_SOCK": "/run/user/0/ssh", "SSH_AGENT_PID": "42", "GPG_AGENT_INFO": "/run/g",
+        "XDG_RUNTIME_DIR": "/run/user/0", "XDG_CONFIG_HOME": "/home/u/.config",
+        "XDG_DATA_HOME": "/home/u/.local/share", "XDG_STATE_HOME": "/home/u/.local/state",
+    }  # fmt: skip
+    assert executor_environment(parent, list(parent), {}) == {}
+    operator = {**parent, "IMM_EXECUTOR_ENV": ",".join(parent)}
+    assert executor_environment(operator, [], {}) == {}

@@ -29,7 +29,6 @@ from imm_action.model.state import (
 from imm_action.plan.lane_change import TOUCHES_CHECK
 from imm_action.text import listed, plural
 
-
 # What differs between a check's run in imm and the user's own (issue 59 #6: checks passed on
 # main in the user's shell, and nothing said why they failed in imm), and how to provide it.
 WHERE_CHECKS_RUN = (

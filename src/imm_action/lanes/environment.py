@@ -12,7 +12,7 @@ action's write token is `IMM_TOKEN`. Never passes, even when mapped: `GITHUB_TOK
 that would point the executor's git at another repository, and the addresses of the host's
 sockets (`SSH_AUTH_SOCK`, `XDG_RUNTIME_DIR`, the session bus, `DISPLAY`, `DOCKER_HOST`, ...):
 the sandbox shows no host socket (ADR 0059), and an agent that needs one gets it only through
-`sandbox_expose`. `XDG_*` folders are not passed: they lie in the user's home, which lane
+`sandbox_expose`. `XDG_*` folders never pass, even mapped: they lie in the user's home, which lane
 code does not see; the executor's own home holds its own.
 """
 
@@ -57,7 +57,8 @@ NEVER = frozenset(
         "XAUTHORITY", "DOCKER_HOST", "CONTAINER_HOST", "PODMAN_HOST",
     }
 )  # fmt: skip
-NEVER_PREFIXES = ("ACTIONS_", "GIT_")
+# the runner's credentials, git's plumbing, the XDG folders (in the user's home, hidden)
+NEVER_PREFIXES = ("ACTIONS_", "GIT_", "XDG_")
 
 
 def never_passes(name: str) -> bool:

@@ -80,7 +80,9 @@ class DescriptorCommand(StrictModel):
 
 class DescriptorEnvironment(StrictModel):
     prepare: DescriptorCommand | None = Field(
-        default=None, description="Run once per environment group before its checks."
+        default=None,
+        description="Run before each check of its environment group, on the check's fresh "
+        "tree and home (its work would otherwise be what one check leaves the next).",
     )
     writable_paths: Annotated[list[str], Field(max_length=MAX_WRITABLE_PATHS)] = Field(
         default_factory=list,
