@@ -4,8 +4,9 @@ A repository of `--files` files; `--checks` distinct trivial checks (`true`, eac
 descriptor) verified one after another on one tree, first unconfined under the reaper (the
 baseline, same run), then in the bubblewrap sandbox. Printed: the per-check wall of each, the
 difference (target: <= 15 ms a command), the fixed cost of choosing the sandbox, and what an
-unchanged `check_setup` costs a later run (target: <= 0.2 s), and what a fresh view between
-two checks of one tree costs (issue 42: <= 5 ms). Needs a kernel that lets bwrap
+unchanged `check_setup` costs a later run (target: <= 0.2 s), what a fresh view between
+two checks of one tree costs (issue 42: <= 5 ms), and what `sandbox_expose` of a 400 MB folder
+costs a lane (issue 59: <= 50 ms; it was copied into every lane's home). Needs a kernel that lets bwrap
 make namespaces (or passwordless sudo).
 
     python benchmarks/isolation.py [--checks 40] [--files 2000] [--runs 5]
@@ -143,11 +144,58 @@ def setup_reused(repo: GitRepo, confinement: object, run: int) -> float:
     return took
 
 
+def exposed_cost(root: Path, megabytes: int, count: int) -> tuple[float, float, float]:
+    """What `sandbox_expose` of a folder of `megabytes` MB costs a lane (issue 59 #6): the
+    median wall of making a lane's home and running `true` in it with the folder exposed,
+    without it, and the copy ADR 0048's layout made of it (once)."""
+    import shutil
+
+    from imm_action.sandbox.confine import Confined
+    from imm_action.sandbox.contain import end, start_contained, wait_contained
+    from imm_action.sandbox.toolchains import populate_home
+
+    user_home = root / "user-home"
+    big = user_home / ".big"
+    big.mkdir(parents=True)
+    block = os.urandom(1 << 20)
+    for index in range(megabytes):
+        (big / f"part-{index}").write_bytes(block)
+    environ = {**os.environ, "HOME": str(user_home)}
+    folders = [root / ".git"]
+    with_big = choose_confinement("auto", holds_credential=True, git_folders=folders,
+                                  exposed=["~/.big"], environ=environ)  # fmt: skip
+    without = choose_confinement("auto", holds_credential=True, git_folders=folders,
+                                 environ=environ)  # fmt: skip
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    for index in range(count):
+        for exposing, confinement in ((True, with_big), (False, without)):
+            home = root / f"lane-home-{exposing}-{index}"
+            started = time.perf_counter()
+            home.mkdir()
+            populate_home(home, confinement.home_binds(), confinement.toolchains.files,
+                          confined=True)  # fmt: skip
+            binds = tuple(confinement.own_home_binds(home))
+            confined = Confined(confinement, binds, "/")
+            process = start_contained(["/bin/sh", "-c", f"test -e {home}/.big/part-0"
+                                       if exposing else "true"], cwd=root,
+                                      env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+                                      stdout=subprocess.DEVNULL, confined=confined)  # fmt: skip
+            if wait_contained(process, 30) != 0:
+                raise SystemExit("the exposed folder was not seen in the lane's home")
+            end(process)
+            walls[exposing].append(time.perf_counter() - started)
+    started = time.perf_counter()
+    shutil.copytree(big, root / "copied", symlinks=True)
+    copied = time.perf_counter() - started
+    return statistics.median(walls[True]), statistics.median(walls[False]), copied
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=40)
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--exposed-mb", type=int, default=400)
     args = parser.parse_args()
     print(f"isolation: {args.checks} trivial checks on a tree of {args.files} files")
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
@@ -173,6 +221,7 @@ def main() -> int:
         confinement = choose_confinement("auto", holds_credential=True, git_folders=folders)
         one, bare = command_cost(confinement, root, 100)
         fresh_overlay, fresh_checkout = fresh_view_cost(repo, tree, confinement, 100)
+        exposing, plain_home, copied = exposed_cost(Path(scratch), args.exposed_mb, 20)
         base, cost = statistics.median(plain), statistics.median(sandboxed)
         print(f"{'':<22} {'median':>9}   runs")
         print(f"{'unconfined (baseline)':<22} {base * 1000:7.1f}ms   "
@@ -189,6 +238,12 @@ def main() -> int:
             f"a fresh view between two checks of one tree (median of 100): overlay "
             f"{fresh_overlay * 1000:.2f} ms, whole checkout {fresh_checkout * 1000:.1f} ms "
             f"(target: <= 5 ms; {fresh_overlay / one:.2f} of one sandboxed command)"
+        )
+        print(
+            f"a lane's home with {args.exposed_mb} MB exposed (`sandbox_expose`, median of 20): "
+            f"{exposing * 1000:.1f} ms, without it {plain_home * 1000:.1f} ms: the folder adds "
+            f"{(exposing - plain_home) * 1000:.1f} ms (target: <= 50 ms); copying it, as "
+            f"before issue 59: {copied * 1000:.0f} ms"
         )
         print(f"fixed cost per run (choosing the sandbox): "
               f"{statistics.median(fixed) * 1000:.1f} ms")  # fmt: skip

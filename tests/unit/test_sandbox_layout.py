@@ -20,10 +20,15 @@ def _index(args: list[str], *window: str) -> int:
     raise AssertionError(f"{window} not in {args}")
 
 
-def test_the_sandbox_is_bwrap_by_its_absolute_path_and_the_host_is_read_only() -> None:
+def test_the_sandbox_is_bwrap_by_its_absolute_path_from_an_empty_root_of_system_folders() -> None:
+    """Issue 59: the host is never bound whole; the system's folders are, read-only, and the
+    root itself is made read-only last (nothing may fill it)."""
     args = _layout(Confinement("/opt/wheel/bwrap", "test"))
     assert args[0] == "/opt/wheel/bwrap"
-    assert _index(args, "--ro-bind", "/", "/") < _index(args, "--tmpfs", "/tmp")
+    assert ("--ro-bind", "/", "/") not in zip(args, args[1:], args[2:], strict=False)
+    assert _index(args, "--ro-bind", "/usr", "/usr") < _index(args, "--tmpfs", "/tmp")
+    assert _index(args, "--ro-bind", "/etc", "/etc")
+    assert _index(args, "--remount-ro", "/") > _index(args, "--tmpfs", "/tmp")
     for flag in ("--unshare-pid", "--die-with-parent", "--new-session"):
         assert flag in args
     assert _index(args, "--cap-drop", "ALL")
@@ -50,13 +55,17 @@ def test_an_operators_writable_folder_below_a_shown_folder_stays_writable() -> N
     assert shown < _index(args, "--bind-try", "/tmp/clone/out", "/tmp/clone/out")
 
 
-def test_every_private_root_is_an_empty_tmpfs_of_bounded_size() -> None:
-    args = _layout(Confinement("bwrap", "t", private=("/home", "/run"), tmpfs_bytes=1 << 28))
+def test_every_private_root_is_absent_or_an_empty_tmpfs_of_bounded_size() -> None:
+    """A private root outside the system's folders is simply not there; one inside them (a
+    working copy under /usr/src) is an empty tmpfs, mounted after the folder it covers."""
+    args = _layout(Confinement("bwrap", "t", private=("/home", "/usr/src/app"),
+                               tmpfs_bytes=1 << 28))  # fmt: skip
     assert _index(args, "--size", str(1 << 28), "--tmpfs", "/tmp")
     assert _index(args, "--size", str(1 << 28), "--tmpfs", "/var/tmp")
-    for root in ("/dev/shm", "/home", "/run"):
+    for root in ("/dev/shm", "/run", "/usr/src/app"):
         assert _index(args, "--size", str(64 << 20), "--tmpfs", root)
-    assert _index(args, "--ro-bind", "/", "/") < _index(args, "--tmpfs", "/home")
+    assert "/home" not in args
+    assert _index(args, "--ro-bind", "/usr", "/usr") < _index(args, "--tmpfs", "/usr/src/app")
 
 
 def test_the_commands_own_binds_come_last_with_passable_parents_inside_a_tmpfs(
@@ -143,11 +152,10 @@ def test_every_top_level_folder_but_the_systems_is_private_and_the_working_copy_
     tmp_path: Path,
 ) -> None:
     """Issue 59 #1, #2: `/opt`, `/var`, `/workspace` are empty, and so is the repository's
-    working copy wherever it lies; `/usr` and `/etc` stay; a top-level file is hidden."""
+    working copy wherever it lies; `/usr` and `/etc` stay."""
     top = tmp_path / "top"
     for name in ("opt", "var", "workspace", "usr", "etc"):
         (top / name).mkdir(parents=True)
-    (top / "credentials.json").write_text("x")
     (top / "bin").symlink_to("usr/bin")
     copy = tmp_path / "src" / "app"
     copy.mkdir(parents=True)
@@ -157,7 +165,6 @@ def test_every_top_level_folder_but_the_systems_is_private_and_the_working_copy_
     for name in ("usr", "etc", "bin"):
         assert str(top / name) not in view.private
     assert str(copy) in view.private
-    assert str(top / "credentials.json") in view.hidden
 
 
 def test_only_the_path_entry_is_shown_where_its_folder_also_holds_credentials(

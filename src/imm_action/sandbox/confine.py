@@ -49,8 +49,10 @@ from imm_action.sandbox.view import (
     ALWAYS_PRIVATE,
     default_tmpfs_bytes,
     host_view,
+    in_system,
     private_etc_files,
     shown_for_command,
+    system_layout,
     within,
 )
 
@@ -208,14 +210,22 @@ class Confinement:
     def _layout(
         self, binds: Sequence[Mount], *, network: bool, shown: Sequence[str] = ()
     ) -> list[str]:
+        """The sandbox from an empty root (view.py): the system's folders read-only, `/dev`
+        and `/proc` anew, the private roots that would otherwise be seen empty tmpfs, what is
+        shown back, the operator's writable folders, what is hidden, the command's binds;
+        then the root read-only (nothing may fill it)."""
         args = [
             "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            *system_layout(), "--dev", "/dev", "--proc", "/proc",
         ]  # fmt: skip
-        # every private root an empty tmpfs of bounded size: a command cannot fill memory;
-        # the outer first (`/var` before `/var/tmp`: a later mount covers an earlier one)
-        tmpfs = sorted([*ALWAYS_PRIVATE, *self.private], key=lambda root: root.count("/"))
+        # every private root that lies where the system's folders would show it an empty
+        # tmpfs of bounded size (a command cannot fill memory); the others are simply absent.
+        # The outer first (a later mount covers an earlier one)
+        tmpfs = sorted(
+            [*ALWAYS_PRIVATE, *(root for root in self.private if in_system(root))],
+            key=lambda root: root.count("/"),
+        )
         for root in tmpfs:
             args += ["--size", str(self._tmpfs_size(root)), "--tmpfs", root]
         if not network:
@@ -239,12 +249,14 @@ class Confinement:
             args += [*_folders_to(folder, tmpfs, made), "--bind-try", folder, folder]
         args += self._hide(tmpfs, made, [*shown_back, *self.writable])
         for path in self.exposed:  # under a home, or inside a hidden folder (`~/.config/gh`)
-            if any(within(path, root) and path != root for root in [*self.hidden, *tmpfs]):
+            if any(within(path, root) and path != root for root in [*self.hidden, *tmpfs]) or (
+                not in_system(path)
+            ):
                 args += [*_folders_to(path, tmpfs, made), "--ro-bind-try", path, path]
         for bind in binds:
             args += _folders_to(bind.target, tmpfs, made)
             args += _mounted(bind)
-        return args
+        return [*args, "--remount-ro", "/"]
 
     def _hide(self, tmpfs: list[str], made: set[str], seen: Sequence[str]) -> list[str]:
         """Hidden paths (credentials, git folders) that lane code would otherwise see: each
@@ -253,10 +265,9 @@ class Confinement:
         for path in self.hidden:
             if any(within(path, exposed) for exposed in self.exposed):
                 continue
-            if any(within(path, root) for root in tmpfs) and not any(
-                within(path, folder) for folder in seen
-            ):
-                continue  # in an empty tmpfs already
+            in_shown = any(within(path, folder) for folder in seen)
+            if not in_shown and (not in_system(path) or any(within(path, r) for r in tmpfs)):
+                continue  # absent, or in an empty tmpfs already
             if os.path.isdir(path):
                 args += [*_folders_to(path, tmpfs, made), "--tmpfs", path]
                 tmpfs.append(path)
@@ -275,11 +286,13 @@ class Confinement:
         for hidden in self.hidden:
             if within(path, hidden) and not any(within(path, e) for e in self.exposed):
                 return hidden
-        roots = [root for root in (*ALWAYS_PRIVATE, *self.private) if within(path, root)]
         visible = (*self.toolchain, *self.writable, *self.exposed)
-        if roots and not any(within(path, folder) for folder in visible):
+        if any(within(path, folder) for folder in visible):
+            return None
+        roots = [root for root in (*ALWAYS_PRIVATE, *self.private) if within(path, root)]
+        if roots:
             return max(roots, key=len)
-        return None
+        return None if in_system(path) else "/"  # outside the system's folders: absent
 
     def _env_file(self, env: Mapping[str, str]) -> Path:
         """The command's environment in a file only imm's user reads (sudo replaces the
@@ -384,14 +397,16 @@ def _mounted(mount: Mount) -> list[str]:
 
 
 def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
-    """The folders above `target` that lie in a tmpfs of the sandbox, made passable (0755):
-    bwrap makes a mount point's missing parents 0700, closed to the command when it runs as
-    another user than bwrap (the sudo path)."""
+    """The folders above `target` that lie in a tmpfs of the sandbox (or its empty root),
+    made passable (0755): bwrap makes a mount point's missing parents 0700, closed to the
+    command when it runs as another user than bwrap (the sudo path)."""
     args: list[str] = []
     parents = list(reversed(Path(target).parents))
     for parent in map(str, parents):
+        if parent == "/":
+            continue
         inside_tmpfs = any(parent.startswith(root.rstrip("/") + "/") for root in tmpfs)
-        if inside_tmpfs and parent not in made:
+        if (inside_tmpfs or not in_system(parent)) and parent not in made:
             made.add(parent)
             args += ["--perms", "0755", "--dir", parent]
     return args

@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-ALWAYS_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm")
-# the top-level folders lane code sees as the host has them: programs, libraries, the system's
-# settings, package stores; and what bwrap makes anew (`/proc`, `/dev`) or keeps private
-PROGRAM_FOLDERS = frozenset(
-    {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix", "/gnu",
-     "/snap", "/proc", "/dev", "/sys", "/tmp", "/run"}
-)  # fmt: skip
+ALWAYS_PRIVATE = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+# the top-level folders lane code sees as the host has them, read-only: programs, libraries,
+# the system's settings, package stores, the kernel's view of the devices
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/nix",
+                  "/gnu", "/snap", "/sys")  # fmt: skip
+# and what the sandbox makes anew (`/proc`, `/dev`) or keeps private
+PROGRAM_FOLDERS = frozenset({*SYSTEM_FOLDERS, "/proc", "/dev", "/tmp", "/run"})
 # never a private root, whatever $HOME says (HOME=/ in some containers)
 _SYSTEM = frozenset(
     {"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt", "/var", "/srv",
@@ -106,7 +106,7 @@ def host_view(
     sockets = _existing(
         [Path("/run"), Path("/var/run"), *_runtime_dir(environ)], readable=False
     )  # fmt: skip
-    others, top_files = _top_level(top)
+    others = _top_level(top)
     copies = [os.path.realpath(path) for path in working_copies if path.is_dir()]
     private = _outermost(
         list(dict.fromkeys([*homes, *sockets, *others, *(c for c in copies if c != "/")]))
@@ -139,7 +139,7 @@ def host_view(
              if os.path.isfile(hook := os.path.join(folder, "bin", name))]  # fmt: skip
     outer = [path for path in shown
              if not any(other != path and within(path, other) for other in shown)]  # fmt: skip
-    return HostView(private, homes, tuple(outer), (*top_files, *hooks))
+    return HostView(private, homes, tuple(outer), tuple(hooks))
 
 
 def shown_for_command(
@@ -242,11 +242,10 @@ def _existing(paths: Sequence[Path], *, readable: bool) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _top_level(top: Path) -> tuple[list[str], list[str]]:
-    """The top-level folders that are no program folder (private roots), and the top-level
-    files (hidden): what `/` holds besides the system."""
+def _top_level(top: Path) -> list[str]:
+    """The top-level folders that are no program folder: what `/` holds besides the system,
+    absent in the sandbox (named, so a program found only there is refused naming it)."""
     folders: list[str] = []
-    files: list[str] = []
     with contextlib.suppress(OSError), os.scandir(top) as entries:
         for entry in entries:
             path = os.path.join("/", entry.name) if str(top) == "/" else entry.path
@@ -255,9 +254,26 @@ def _top_level(top: Path) -> tuple[list[str], list[str]]:
             with contextlib.suppress(OSError):
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(path)
-                elif entry.is_file(follow_symlinks=False):
-                    files.append(path)
-    return sorted(folders), sorted(files)
+    return sorted(folders)
+
+
+def in_system(path: str) -> bool:
+    """Whether `path` lies in a folder the sandbox shows as the host has it."""
+    return any(within(path, folder) for folder in SYSTEM_FOLDERS)
+
+
+@cache
+def system_layout() -> tuple[str, ...]:
+    """bwrap's arguments that build the root from the system's folders, read-only: a link
+    (`/bin` -> `usr/bin` on a merged /usr) as a link, a folder bound."""
+    args: list[str] = []
+    for folder in SYSTEM_FOLDERS:
+        with contextlib.suppress(OSError):
+            if os.path.islink(folder):
+                args += ["--symlink", os.readlink(folder), folder]
+            elif os.path.isdir(folder):
+                args += ["--ro-bind", folder, folder]
+    return tuple(args)
 
 
 def _outermost(paths: Sequence[str]) -> tuple[str, ...]:
