@@ -6,8 +6,8 @@ baseline, same run), then in the bubblewrap sandbox. Printed: the per-check wall
 difference (target: <= 15 ms a command), the fixed cost of choosing the sandbox, and what an
 unchanged `check_setup` costs a later run (target: <= 0.2 s), what a fresh view between
 two checks of one tree costs (issue 42: <= 5 ms), and what `sandbox_expose` of a 400 MB folder
-costs a lane (issue 59: <= 50 ms; it was copied into every lane's home). Needs a kernel that lets bwrap
-make namespaces (or passwordless sudo).
+costs a lane (issue 59: <= 50 ms; it was copied into every lane's home). Needs a kernel that
+lets bwrap make namespaces (or passwordless sudo).
 
     python benchmarks/isolation.py [--checks 40] [--files 2000] [--runs 5]
 """
