@@ -65,9 +65,12 @@ _COMPANIONS = {".cargo/bin": (".rustup",)}
 # the names of a PATH entry that is a prefix's programs: its prefix's folders are shown too
 _PROGRAM_ENTRIES = frozenset({"bin", "sbin", "shims"})
 # folders of a prefix never shown with it: its settings (nvm's `etc/npmrc` holds a registry's
-# `_authToken`), and a version manager's other versions (those in use are shown by their own
-# entries, and the one its `version` file names)
-_PREFIX_KEPT_BACK = frozenset({"etc", "versions"})
+# `_authToken`), a version manager's other versions (those in use are shown by their own
+# entries, and the one its `version` file names), and what no program runs from (sources,
+# tests, manuals: each shown folder is a mount in every command's start)
+_PREFIX_KEPT_BACK = frozenset(
+    {"etc", "versions", "src", "test", "tests", "man", "doc", "docs", "completions"}
+)
 # files of a prefix that its programs read: pyenv's global version
 _PREFIX_FILES = ("version",)
 # virtualenvwrapper's hooks in a venv's `bin` (a `postactivate` exports secrets): hidden
