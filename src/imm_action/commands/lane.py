@@ -78,13 +78,19 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
             io.warn(line)
     if args.phase == "all":
         batch_repo.refs.refresh()
+        state, lane = _admitted_lane(args, batch_repo.refs)
+        if planned_config(batch_repo, state, lane.base_head).check_setup:
+            _fetch_plan_commit(batch_repo, state)
         return _work(args, io, batch_repo, batch_repo.refs)
     if not isinstance(batch_repo.refs, RemoteRefStore):
         raise UsageError(f"--phase {args.phase} needs --remote (the refs live on a remote)")
     handoff = handoff_path(batch_repo.repo.git_directory(), args.batch_id, args.task_id)
     if args.phase == "fetch":
         batch_repo.refs.refresh()
-        _admitted_lane(args, batch_repo.refs)
+        state, lane = _admitted_lane(args, batch_repo.refs)
+        # the work step holds no token: what it needs of the remote is fetched now
+        if planned_config(batch_repo, state, lane.base_head).check_setup:
+            _fetch_plan_commit(batch_repo, state)
         io.warn(f"imm lane {args.task_id}: fetched batch {args.batch_id}")
         return EXIT_OK
     if args.phase == "work":
@@ -166,7 +172,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         # sandbox, the same check_setup (reused: prepared before, for this base's lockfiles)
         place = check_place(
             batch_repo, path_env, lambda line: print(f"imm: {line}", file=log, flush=True),
-            holds_token=token() is not None, setup_at=_plan_commit(batch_repo, state),
+            holds_token=token() is not None, setup_at=_setup_commit(batch_repo, state),
         )  # fmt: skip
         try:
             verifier = Verifier(batch_repo.repo, ResultCache(), path_env=path_env,
@@ -195,18 +201,25 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
     return EXIT_NEEDS_HUMAN
 
 
-def _plan_commit(batch_repo: BatchRepo, state: BatchRunState) -> str:
-    """The commit the plan was made from, where `check_setup` runs (issue 59 #4: never the
-    lane's base, the batch head, which holds what earlier lanes wrote). A lane job's clone
-    holds only the lane's base (`fetch-depth: 1`): the plan's commit is fetched then."""
-    wanted = state.judged_at
+def _fetch_plan_commit(batch_repo: BatchRepo, state: BatchRunState) -> None:
+    """A lane job's clone holds only the lane's base (`fetch-depth: 1`): the plan's commit,
+    where `check_setup` runs, is fetched by its id where it is missing."""
     refs = batch_repo.refs
-    if batch_repo.repo.commit_if_present(wanted) is None and isinstance(refs, RemoteRefStore):
-        refs.fetch_commit(wanted)
-    if batch_repo.repo.commit_if_present(wanted) is None:
+    missing = batch_repo.repo.commit_if_present(state.judged_at) is None
+    if missing and isinstance(refs, RemoteRefStore):
+        refs.fetch_commit(state.judged_at)
+
+
+def _setup_commit(batch_repo: BatchRepo, state: BatchRunState) -> str:
+    """The commit the plan was made from, where `check_setup` runs (issue 59 #4: never the
+    lane's base, the batch head, which holds what earlier lanes wrote); refused, before any
+    lane code runs, where this clone lacks it."""
+    wanted = state.judged_at
+    if batch_repo.config.check_setup and batch_repo.repo.commit_if_present(wanted) is None:
         raise UsageError(
             f"the plan's commit {wanted[:12]} is not in this clone, and check_setup runs "
-            "there only: fetch it (or check out with `fetch-depth: 0`)"
+            "there only: run `imm lane --phase fetch` first (it fetches it), or check out "
+            "with `fetch-depth: 0`"
         )
     return wanted
 
