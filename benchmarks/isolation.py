@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from imm_action.git.repo import GitRepo  # noqa: E402
 from imm_action.git.runner import GitRunner  # noqa: E402
 from imm_action.model.descriptor import parse_descriptor  # noqa: E402
-from imm_action.sandbox.confine import NOT_CONFINED, choose_confinement  # noqa: E402
+from imm_action.sandbox.choice import choose_confinement  # noqa: E402
+from imm_action.sandbox.confine import NOT_CONFINED  # noqa: E402
 from imm_action.verify.check_setup import CheckPlace  # noqa: E402
 from imm_action.verify.checks import Check, Verifier  # noqa: E402
 from imm_action.verify.result_cache import ResultCache  # noqa: E402

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from imm_action.git.repo import GitRepo  # noqa: E402
-from imm_action.sandbox.confine import bwrap_path  # noqa: E402
+from imm_action.sandbox.choice import bwrap_path  # noqa: E402
 from imm_action.verify import overlays  # noqa: E402
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",

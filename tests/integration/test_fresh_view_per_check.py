@@ -16,7 +16,8 @@ import pytest
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.outcome import CheckResult
-from imm_action.sandbox.confine import NOT_CONFINED, choose_confinement
+from imm_action.sandbox.choice import choose_confinement
+from imm_action.sandbox.confine import NOT_CONFINED
 from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import Check, TreeJob, Verifier
 from imm_action.verify.result_cache import ResultCache

@@ -19,7 +19,8 @@ import pytest
 
 from imm_action.git.lane_repo import LaneRepository
 from imm_action.git.repo import GitRepo
-from imm_action.sandbox.confine import Confinement, bwrap_path, choose_confinement
+from imm_action.sandbox.choice import bwrap_path, choose_confinement
+from imm_action.sandbox.confine import Confinement
 from imm_action.verify import overlay_memory, overlays
 from imm_action.verify.overlay_memory import bases_in_memory, memory_path
 from imm_action.verify.overlays import OverlayTree, overlay_tree, taken_tree, tidy_overlays

