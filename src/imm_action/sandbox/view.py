@@ -1,13 +1,14 @@
 """What lane code sees of the host (SPEC §8, ADRs 0059, 0067): an empty root made of what it
 needs.
 
-The host's program and library folders (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, and the stores
-`/nix`, `/gnu`, `/snap`) stay visible, read-only, so the user's toolchain works as for the user.
-Every other place is an empty tmpfs instead — the private roots:
+The host's program and library folders (`/usr`, `/bin`, `/sbin`, `/lib*`, `/etc`, `/sys`, and
+the stores `/nix`, `/gnu`, `/snap`) are bound into the sandbox's empty root, read-only, so the
+user's toolchain works as for the user (`system_layout`). Every other place is absent — or an
+empty tmpfs where a system folder would show it — the private roots:
 
 - every other top-level folder (`/opt`, `/srv`, `/var`, `/mnt`, `/media`, `/data`, `/workspace`,
   `/builds`, ...): a self-hosted runner's `.credentials`, a service's 0600 files under
-  `/var/lib`, a container's mounted working copy; a top-level file is hidden;
+  `/var/lib`, a container's mounted working copy; and every top-level file;
 - the repository's own working copy, wherever it lies (`/usr/src/app` too): its gitignored
   `.env` is the one place sure to hold this project's secrets;
 - the homes: `$HOME`, the account's home, and `/home` and `/root` where imm's user can read
@@ -83,9 +84,9 @@ _LINKS_FOLLOWED = 200  # at most this many links of one shown PATH folder are fo
 
 @dataclass(frozen=True)
 class HostView:
-    """The private roots beyond /tmp, /var/tmp and /dev/shm (`homes` among them), what is
-    shown back of them, read-only, and what is hidden again inside what is shown (top-level
-    files, a venv's hooks)."""
+    """The private roots beyond /tmp, /var/tmp, /dev/shm and /run (`homes` among them), what
+    is shown back of them, read-only, and what is hidden again inside what is shown (a venv's
+    hooks)."""
 
     private: tuple[str, ...]
     homes: tuple[str, ...]

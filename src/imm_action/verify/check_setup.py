@@ -1,16 +1,17 @@
 """Where checks run, and the environment `check_setup` prepares for them (decisions 0032,
-0048).
+0048, 0067).
 
-`CheckPlace` is chosen once per job or `imm run`: the sandbox (confine.py) and the config's
+`CheckPlace` is chosen once per job or `imm run`: the sandbox (sandbox/choice.py) and the plan's
 `check_setup`. It prepares the checks of the lanes and of the integrator alike. Setup runs in
-the sandbox, in a checkout of the base — never of a lane's candidate — with the network
-settings an installer needs and the user's package-manager settings (`~/.npmrc`, pip's config:
-setup runs the base's trusted config; lane code never sees them). Its result is kept under
-`<git common dir>/imm/setup/<digest>`, the digest of the command, the base's lockfiles and the
-PATH, and reused by every later run while they are unchanged:
+the sandbox, in a checkout of the commit the plan was made from — never a lane's candidate nor
+a batch head holding what lanes wrote — with the network settings an installer needs and the
+user's package-manager settings (`~/.npmrc`, pip's config: setup runs the plan's trusted
+config; lane code never sees them). Its result is kept under `<git common dir>/imm/setup/
+<digest>`, the digest of the command, the plan's lockfiles and the PATH, and reused by every
+later run while they are unchanged:
 
 - what it leaves in its home (a venv at `$HOME/.venv`, `pip install --user` into
-  `$HOME/.local`) is on every check's PATH, bound read-only;
+  `$HOME/.local`) is on every check's PATH, shown read-only in each check's own home;
 - what it leaves in its tree that git does not track (`node_modules`, an in-tree `.venv`,
   `vendor/`) is bound read-only at the same place in every check's tree. Every command sees
   its tree at one path (`Confinement.tree_at`), so a venv's scripts and an editable install
