@@ -109,7 +109,8 @@ POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
   <build><plugins>
     <plugin><artifactId>maven-compiler-plugin</artifactId><version>3.11.0</version></plugin>
-    <plugin><artifactId>maven-surefire-plugin</artifactId><version>3.2.5</version></plugin>
+    <plugin><artifactId>maven-surefire-plugin</artifactId><version>3.2.5</version>
+      <configuration><forkCount>0</forkCount></configuration></plugin>
     <plugin><artifactId>maven-resources-plugin</artifactId><version>3.3.1</version></plugin>
   </plugins></build>
 </project>
@@ -138,6 +139,8 @@ def test_an_offline_maven_project_lands_every_honest_task(tmp_path: Path) -> Non
     into every lane's home (426 MB, 2.5 s a lane)."""
     files = {
         "pom.xml": POM,
+        # a JVM that starts fast: the suite runs about ten builds, under load
+        ".mvn/jvm.config": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto\n",
         "src/main/java/demo/Calc.java":
             "package demo;\npublic class Calc { public static int add(int a, int b) "
             "{ return a + b; } }\n",
