@@ -62,6 +62,15 @@ def test_a_check_sees_none_of_the_callers_variables(
     assert result.output_tail.splitlines()[1] == "None"
 
 
+def test_a_check_runs_with_package_managers_update_notices_off(
+    tree: tuple[GitRepo, str],
+) -> None:
+    """Issue 59 #5: npm's update notice filled the twelve lines of failure a report shows."""
+    names = ("NPM_CONFIG_UPDATE_NOTIFIER", "NO_UPDATE_NOTIFIER", "PIP_DISABLE_PIP_VERSION_CHECK")
+    code = f"import os; print(*(os.environ.get(name) for name in {names!r}))"
+    assert _run(tree, _check(code)).output_tail.split() == ["false", "1", "1"]
+
+
 def test_a_check_sleeping_past_its_timeout_is_killed_with_its_children(
     tree: tuple[GitRepo, str], tmp_path: Path
 ) -> None:

@@ -106,4 +106,3 @@ def test_a_suite_under_an_old_nyc_that_writes_the_home_lands_every_task(
     assert done.returncode == 0, output
     assert {str(c.state) for c in current(repo).state.children} == {"integrated"}, output
     assert "EROFS" not in output
-    assert "npm notice" not in output
