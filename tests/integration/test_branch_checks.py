@@ -252,6 +252,17 @@ def test_the_plan_says_what_gates_every_move_before_a_batch_runs(
     assert "held_checks: branch — each task's checks gate its own lane's move" in out
 
 
+def test_one_command_line_written_alone_is_a_list_of_one_branch_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 62 #2: `branch_checks: python -m pytest -q`, as formats.md's "a command line, or
+    a mapping" reads, was refused with `Input should be a valid list`."""
+    repo = _project(tmp_path, f"branch_checks: {json.dumps(SUITE)}\n")
+    code, out, err = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
+    assert code == 0, err
+    assert f"- `branch:1`: `{SUITE}`" in out
+
+
 def test_a_plan_without_branch_checks_says_nothing_of_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -129,6 +130,17 @@ class BranchCheck(StrictModel):
 
 
 BRANCH_CHECK_PREFIX = "branch:"
+MAX_BRANCH_CHECKS = 32
+BranchCheckItem = Annotated[
+    Annotated[BranchCommandLine, Tag(LINE_FORM)] | Annotated[BranchCheck, Tag(MAPPING_FORM)],
+    _line_or_mapping("a command (and a name, an environment, the paths it reads)"),
+]
+BranchChecks = Annotated[list[BranchCheckItem], Field(max_length=MAX_BRANCH_CHECKS)]
+
+
+def _one_is_a_list(value: object) -> object:
+    """One branch check written alone (a command line, a mapping) is a list of one."""
+    return [value] if isinstance(value, str | dict) else value
 
 
 def branch_check_name(item: str | BranchCheck, position: int) -> str:
@@ -150,7 +162,6 @@ def branch_check_ids(checks: Sequence[str | BranchCheck]) -> dict[str, str]:
 
 
 HeldChecks = Literal["all", "branch"]
-MAX_BRANCH_CHECKS = 32
 
 
 # A name git writes into a commit header: no angle brackets or control characters, which would
@@ -228,15 +239,11 @@ class RepoConfig(_ConfigModel):
     check_setup: CommandLine | None = None
     # Checks of the repository's own (its suite, lint, types) every move of imm/<slug> must
     # pass, owned by no task, verified on the base before any lane starts (issue 44, ADR 0061).
+    # One command line, or one mapping, is a list of one (issue 62 #2: `branch_checks: python
+    # -m pytest -q` was refused with "Input should be a valid list").
     branch_checks: Annotated[
-        list[
-            Annotated[
-                Annotated[BranchCommandLine, Tag(LINE_FORM)]
-                | Annotated[BranchCheck, Tag(MAPPING_FORM)],
-                _line_or_mapping("a command (and a name, an environment, the paths it reads)"),
-            ]
-        ],
-        Field(max_length=MAX_BRANCH_CHECKS),
+        BranchChecks,
+        BeforeValidator(_one_is_a_list, json_schema_input_type=BranchCheckItem | BranchChecks),
     ] = Field(default_factory=list)
     # What gates a move besides the branch checks: `all` (every task's checks the branch holds,
     # and the moving lanes'), or `branch` (the moving lanes' own checks only: for a suite that
