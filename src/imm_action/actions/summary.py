@@ -13,6 +13,7 @@ from imm_action.model.spend import spend_of_runs
 from imm_action.model.state import BatchRunState, GithubRunner
 from imm_action.render import job_summary
 from imm_action.render.failures import code_fence, failure_details
+from imm_action.render.inert import inert
 from imm_action.text import plural
 
 
@@ -47,7 +48,7 @@ def lane_summary(outcome: LaneOutcome) -> str:
     if outcome.lane_commit:
         lines.append(f"Lane commit `{outcome.lane_commit}`.")
     if outcome.reason:
-        lines.append(f"**Why:** {outcome.reason}")
+        lines.append(f"**Why:** {inert(outcome.reason)}")
     lines.append(f"QA failures: {outcome.qa_failures}.")
     if outcome.agent_runs:  # what its agent runs cost (issue 45)
         spend = spend_of_runs(outcome.agent_runs)

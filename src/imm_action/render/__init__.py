@@ -18,8 +18,8 @@ from imm_action.render.failures import (
     failure_details,
     failures_markdown,
     folded_failures,
-    longest_backticks,
 )
+from imm_action.render.inert import code_span, inert
 from imm_action.render.plan import cell, mermaid_dag
 from imm_action.text import plural
 
@@ -66,9 +66,9 @@ def batch_body(
     return [
         *continued,
         "",
-        f"**Why:** {report.reason}",
+        f"**Why:** {inert(report.reason)}",
         "",
-        f"**Next:** {report.next_action}",
+        f"**Next:** {inert(report.next_action)}",
         *paste,
         *(["", f"**Cost:** {report.cost}"] if report.cost else []),
         "",
@@ -98,14 +98,6 @@ def retired_markdown(state: BatchRunState) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def code_span(text: str) -> str:
-    """`text` as one inline code span, whatever backticks it holds (CommonMark: a fence of
-    more backticks than any run inside, spaced where the text starts or ends with one)."""
-    fence = "`" * (longest_backticks(text) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 def cost_cells(report: BatchRunReport) -> dict[str, str]:
     """Each task's cost (`$0.92`) when any agent run reported, else nothing: a table shows a
     cost column only where a cost is known (issue 45)."""
@@ -122,7 +114,7 @@ def _cost_cell(costs: Mapping[str, str], child: ReportChild) -> str:
 def adopted_markdown(report: BatchRunReport) -> list[str]:
     """People's pushes the batch adopted (never a lane's): one bullet each."""
     lines = [*report.unconfined, *report.branch_checks, *report.adopted, *report.quarantined]
-    return [*(f"- {line}" for line in lines), ""] if lines else []
+    return [*(f"- {inert(line)}" for line in lines), ""] if lines else []
 
 
 # -- what to do next --------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from imm_action.model.ledger import lost_line
 from imm_action.model.outcome import Failure
 from imm_action.model.report import ReportChild
+from imm_action.render.inert import inert_html, longest_backticks
 from imm_action.text import plural
 
 
@@ -127,7 +128,7 @@ def failure_details(task_id: str, failures: Iterable[Failure]) -> list[str]:
         summary = (
             f"<code>{html.escape(task_id)}</code> · {html.escape(failure.step)}: "
             f"<code>{html.escape(failure.command)}</code> "
-            f"{html.escape(failure_ending(failure))}"
+            f"{inert_html(failure_ending(failure))}"
         )
         # what its test report says, inside the fence: test ids are a lane's own text
         shown = "\n".join([*(line.strip() for line in ledger_lines(failure)),
@@ -149,8 +150,3 @@ def failure_details(task_id: str, failures: Iterable[Failure]) -> list[str]:
 def code_fence(text: str) -> str:
     """A code fence longer than any backtick run inside the text, so output cannot end it."""
     return "`" * max(3, longest_backticks(text) + 1)
-
-
-def longest_backticks(text: str) -> int:
-    """The length of the longest run of backticks in `text` (0: none)."""
-    return max((len(run) for run in re.findall(r"`+", text)), default=0)

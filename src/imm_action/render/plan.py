@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from imm_action.model.plan import BatchPlan
+from imm_action.render.inert import inert_cell
 from imm_action.text import plural
 
 # Node colours by status; the same palette serves plan and batch views.
@@ -115,6 +116,6 @@ def plan_markdown(plan: BatchPlan, gate: Sequence[str] = ()) -> str:
 
 
 def cell(text: str | None) -> str:
-    if not text:
-        return "—"
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Untrusted text (a title, a reason quoting a lane's path) as a table cell that renders
+    as it is (render/inert.py)."""
+    return inert_cell(text)
