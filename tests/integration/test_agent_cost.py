@@ -9,6 +9,8 @@ import io
 import json
 import os
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,33 @@ def test_the_report_is_read_from_standard_output_alone_and_whole_past_the_logs_l
     (child,) = current(repo).state.children
     assert child.spend is not None
     assert (child.spend.cost_usd, child.spend.turns) == (0.42, 3)
+
+
+# `a` reports $5 on its first attempt and fails its check, then works 4 s more on its second;
+# `b` ends after 2 s, when `a`'s spend is known only to the lane at work; `c` waits for a slot.
+SPENDING = shlex.join([sys.executable, "-c", (
+    "import json, os, pathlib, time; t = os.environ['IMM_TASK_ID']\n"
+    "first = os.environ['IMM_ATTEMPT'] == '1'\n"
+    "if t == 'a' and not first:\n    time.sleep(4)\n"
+    "if t == 'b':\n    time.sleep(2)\n"
+    "pathlib.Path(t + '.txt').write_text('wrong' if t == 'a' and first else t)\n"
+    "cost = 5.0 if t == 'a' and first else 0.0\n"
+    "print(json.dumps({'type': 'result', 'subtype': 'success', 'total_cost_usd': cost}))"
+)])  # fmt: skip
+
+
+def test_imm_run_counts_what_the_lanes_at_work_spent_before_it_starts_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 62 #7: `a`'s $5, spent by a lane still at work, is over the $1 budget when `b`'s
+    slot frees: `c` never starts (counted only once `a`'s outcome is taken, `c` would have)."""
+    config = "max_parallel: 2\nmax_cost_usd: 1\n"
+    repo = make_project(tmp_path / "r", {"a": [], "b": [], "c": []},
+                        extra_files={".github/imm.yml": config})  # fmt: skip
+    _, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", SPENDING)
+    children = {child.task_id: child for child in current(repo).state.children}
+    assert children["a"].spend is not None
+    assert children["a"].spend.cost_usd == 5.0, out + err  # its first attempt's, then $0
+    assert children["c"].state == ChildState.PENDING, out + err
+    assert children["c"].lane is None
+    assert current(repo).state.batch_state == BatchState.BUDGET_STOPPED

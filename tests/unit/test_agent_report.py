@@ -80,6 +80,15 @@ def test_a_field_of_the_wrong_type_or_out_of_bounds_is_dropped_alone() -> None:
     assert read(b'{"total_cost_usd": 1e309}\n').cost_usd is None
 
 
+def test_a_cost_over_a_million_dollars_is_dropped_never_failing_the_reader() -> None:
+    """Issue 62 #7: a report is never believed past `MAX_USD` — and never fails the lane
+    (AgentRun's own bound would raise, were the reader to pass it on)."""
+    run = read(json.dumps({**CLAUDE_RESULT, "total_cost_usd": 1_000_000.01}).encode())
+    assert run.cost_usd is None
+    assert run.input_tokens == 1200  # the rest of the report stands
+    assert read(json.dumps({**CLAUDE_RESULT, "total_cost_usd": 1_000_000}).encode()).cost_usd
+
+
 def test_a_line_longer_than_the_bound_is_skipped_without_being_held() -> None:
     huge = json.dumps({**CLAUDE_RESULT, "result": "x" * REPORT_LINE_BYTES}).encode()
     reader = AgentReportReader()

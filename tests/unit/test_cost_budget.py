@@ -102,3 +102,16 @@ def test_cost_words() -> None:
         "agents: 2 tasks, $0.75, 1.2 M tokens; the costliest: a $0.50 over 2 attempts; "
         "$0.25 left of max_cost_usd $1.00"
     )
+
+
+def test_a_tasks_spend_is_summed_over_its_lanes_a_lost_ones_run_kept() -> None:
+    """Issue 62 #7: a lane lost after its agent spent, then a second lane's outcome — the task
+    spent both (had the second replaced the first, the lost lane's run would vanish)."""
+    from imm_action.integrate import transitions as t
+
+    state = _budgeted(None, spent=0.5)  # `a`'s first lane, lost after its agent's run
+    state = t.spent(state, "a", AgentSpend(cost_usd=0.25, runs=1))
+    spend = next(child for child in state.children if child.task_id == "a").spend
+    assert spend is not None
+    assert spend.cost_usd == pytest.approx(0.75)
+    assert spend.runs == 2
