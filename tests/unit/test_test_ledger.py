@@ -316,3 +316,20 @@ def test_a_long_list_of_lost_tests_names_the_first_and_counts_the_rest() -> None
     assert len(judged.lost_tests) == MAX_NAMED_TESTS + 1
     assert judged.lost_tests[-1] == f"… and {49 - MAX_NAMED_TESTS} more"
     assert lost_line(judged.lost_tests).startswith("49 tests no longer pass: t001 (missing)")
+
+
+def test_failing_tests_outside_a_scope_are_named_only_when_every_one_lies_outside() -> None:
+    """Issue 62 #3: a retry as it is cannot pass tests its lane may not change."""
+    from imm_action.integrate.ledger import failing_outside_scope
+    from imm_action.model.outcome import Failure
+
+    def failing(*tests: str) -> Failure:
+        return Failure(step="branch:1", command="pytest", exit_code=1, output_tail="",
+                       failed_tests=list(tests))  # fmt: skip
+
+    out = failing("tests/test_v.py::test_good", "tests/test_w.py::T::test_x")
+    assert failing_outside_scope([out], ["pkg/**"]) == (
+        "tests/test_v.py::test_good", "tests/test_w.py::T::test_x")  # fmt: skip
+    assert failing_outside_scope([out], ["pkg/**", "tests/test_w.py"]) == ()  # one in scope
+    assert failing_outside_scope([failing("test_good (tests.T)")], ["pkg/**"]) == ()  # no file
+    assert failing_outside_scope([failing()], ["pkg/**"]) == ()  # no test named

@@ -23,6 +23,7 @@ from imm_action.integrate.facts import (
     ChecksFound,
     ChecksMissing,
 )
+from imm_action.integrate.ledger import failing_outside_scope
 from imm_action.integrate.reasons import (
     CHECK_FAILED,
     CONFLICT,
@@ -51,6 +52,8 @@ class Park:
     task_id: str
     reason: str
     failures: tuple[Failure, ...] = ()  # the failed commands behind the reason
+    # the failing tests, when all lie outside the task's scope: no retry as it is can pass them
+    outside_scope: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def _culprit_park(entry: CandidateFacts) -> Park:
         why += f" ({'; '.join(lost)})"
     own = entry.checks.checks if isinstance(entry.checks, ChecksFound) else ()
     failures = tuple(check_failures((*own, *entry.also_checks), entry.results))
-    return Park(entry.task_id, why, failures)
+    return Park(entry.task_id, why, failures, failing_outside_scope(failures, entry.scope))
 
 
 def refusal_of(entry: CandidateFacts) -> str | None:
@@ -263,8 +266,8 @@ def _checks_refusal(entry: CandidateFacts, candidate: str) -> str | None:
 def apply_landing(state: BatchRunState, step: Landing) -> BatchRunState:
     """The state after one landing step."""
     match step:
-        case Park(task_id=task_id, reason=reason, failures=failures):
-            return t.park(state, task_id, reason, failures=failures)
+        case Park(task_id=task_id, reason=reason, failures=failures, outside_scope=outside):
+            return t.park(state, task_id, reason, failures=failures, outside_scope=outside)
         case Land(task_id=task_id, commit=commit, retired=retired):
             return t.integrated(state, task_id, commit, retired)
         case unreachable:

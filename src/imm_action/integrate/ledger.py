@@ -6,10 +6,11 @@ that reported tests on the head and reports none fails."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from imm_action.model.ledger import REPORT_GONE, TestLedger, named_tests
-from imm_action.model.outcome import CheckResult
+from imm_action.model.outcome import CheckResult, Failure
+from imm_action.plan.glob import scope_covers
 
 
 def retired_covers(retired: Collection[str], test: str) -> bool:
@@ -61,3 +62,21 @@ def judged_against(
     if not lost:
         return result
     return result.model_copy(update={"passed": False, "lost_tests": named_tests(lost)})
+
+
+def failing_outside_scope(failures: Sequence[Failure], scope: Sequence[str]) -> tuple[str, ...]:
+    """The failing tests behind `failures` when every one of them lies in a file outside the
+    task's `scope` (issue 62 #3): its lane may not change them, so a retry as it is cannot
+    pass them. () when any of them lies in scope, or names no file (a retry may help)."""
+    tests = [test for failure in failures for test in failure.failed_tests]
+    files = [_test_file(test) for test in tests]
+    if not tests or any(file is None or scope_covers(scope, file) for file in files):
+        return ()
+    return tuple(dict.fromkeys(tests))
+
+
+def _test_file(test: str) -> str | None:
+    """The file a test id names: a node id's (`tests/test_x.py::test_y`), or an id that is a
+    path; None where the id names none (a dotted name, a TAP description)."""
+    file = test.split("::", 1)[0]
+    return file if "/" in file or file.endswith(".py") else None

@@ -111,15 +111,19 @@ def park(
     reason: str,
     qa_failures: int | None = None,
     failures: Sequence[Failure] = (),
+    *,
+    outside_scope: Sequence[str] = (),
 ) -> BatchRunState:
     """A child needs a person; every pending child that depends on it is skipped. `failures`
-    are the failed commands behind the reason, shown wherever the reason is."""
+    are the failed commands behind the reason, shown wherever the reason is; `outside_scope`
+    the failing tests when all lie outside its scope (no retry as it is can pass them)."""
     child = child_of(state, task_id)
     _require(child, [ChildState.PENDING, *(s for s in ChildState if s.in_flight)], "park")
     update: dict[str, Any] = {
         "state": ChildState.NEEDS_HUMAN,
         "reason": reason,
         "failures": list(failures),
+        "failing_outside_scope": list(outside_scope) or None,
     }
     if qa_failures is not None:
         update["qa_failures"] = qa_failures

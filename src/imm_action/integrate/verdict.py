@@ -142,6 +142,9 @@ def _parked_action(parked: Sequence[BatchChild]) -> str:
             f"{'its' if len(touched) == 1 else 'their'} scope_hint to leave the path out, "
             "or make the owner's check not name it; commit, then continue the batch"
         )
+    outside = [c for c in parked if c.failing_outside_scope]
+    if outside:
+        return _outside_scope_action(outside, [c for c in parked if not c.failing_outside_scope])
     lost = [c.task_id for c in parked
             if any(f.lost_tests and f.exit_code == 0 for f in c.failures)]  # fmt: skip
     if lost:
@@ -155,6 +158,21 @@ def _parked_action(parked: Sequence[BatchChild]) -> str:
     return (
         "fix the cause and commit the fix, then continue the batch (parked tasks run again); "
         "or retry one task as it is"
+    )
+
+
+def _outside_scope_action(outside: Sequence[BatchChild], others: Sequence[BatchChild]) -> str:
+    """Issue 62 #3: a retry as it is was offered where its lane may not change what fails."""
+    said = "; ".join(
+        f"{c.task_id}'s failing tests ({listed(c.failing_outside_scope or [])}) lie outside "
+        f"its scope_hint ({intent_path(c.task_id)})"
+        for c in outside
+    )
+    rest = f"; retry {listed([c.task_id for c in others])} as it is" if others else ""
+    return (
+        f"{said}: its lane may not change them, so a retry as it is cannot pass them — widen "
+        "the scope_hint to cover them, or have the task keep the behaviour they test; commit, "
+        f"then continue the batch{rest}"
     )
 
 
@@ -302,6 +320,7 @@ def report_children(state: BatchRunState) -> list[ReportChild]:
                 qa_failures=child.qa_failures,
                 failures=list(child.failures),
                 spend=child.spend,
+                failing_outside_scope=child.failing_outside_scope,
             )
         made[id(child)] = (child, reason, shown)
         children.append(shown)

@@ -25,6 +25,9 @@ class ReportChild(StrictModel):
     failures: list[Failure] = Field(default_factory=list)  # the failed commands behind `reason`
     # what its agent runs cost in this batch, every attempt summed (issue 45); None: none ended
     spend: AgentSpend | None = None
+    # parked: the failing tests, when all lie outside its scope (issue 62 #3: no retry as it
+    # is can pass them, so none is offered)
+    failing_outside_scope: list[str] | None = None
 
 
 class BatchRunReport(StrictModel):

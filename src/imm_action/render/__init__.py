@@ -145,7 +145,11 @@ def next_commands(report: BatchRunReport, idle: bool = False) -> list[NextComman
     fresh = NextCommand(("run", slug, "--fresh"), None)
     match report.batch_state:
         case BatchState.NEEDS_HUMAN:
-            parked = [c.task_id for c in report.children if c.state is ChildState.NEEDS_HUMAN]
+            # a retry as it is cannot pass tests its lane may not change (issue 62 #3)
+            parked = [
+                c.task_id for c in report.children
+                if c.state is ChildState.NEEDS_HUMAN and not c.failing_outside_scope
+            ]  # fmt: skip
             retries = [
                 NextCommand(("retry", slug, task), f"/imm retry {task}")
                 for task in parked[:MAX_RETRY_COMMANDS]
