@@ -16,8 +16,9 @@ from imm_action.batches.repo import (
 )
 from imm_action.errors import EXIT_OK, UsageError
 from imm_action.integrate.store import StateStore, StoredBatch
-from imm_action.model.state import BatchState
+from imm_action.model.state import BatchRunState, BatchState, ChildState
 from imm_action.ports import Ports
+from imm_action.text import listed, plural
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def as_it_stands(batch_repo: BatchRepo, stored: StoredBatch, idle: bool = False)
     state, report = stored.state, stored.report
     if report is not None and idle:
         resume = "no process is at work on it (its run ended); resume it"
-        return replace(stored, report=report.model_copy(update={"next_action": resume}))
+        update = {"reason": at_rest(state), "next_action": resume}
+        return replace(stored, report=report.model_copy(update=update))
     if report is None or state.batch_state is not BatchState.COMPLETED or not state.commits:
         return stored
     base_ref, base_head = base_of(batch_repo)
@@ -65,6 +67,21 @@ def as_it_stands(batch_repo: BatchRepo, stored: StoredBatch, idle: bool = False)
         }
     )
     return replace(stored, report=done)
+
+
+def at_rest(state: BatchRunState) -> str:
+    """A running batch whose run ended (Ctrl-C, a crash), told as one story (issue 62 #4: the
+    headline said "1 lane in flight" above "no process is at work on it")."""
+    done = sum(1 for child in state.children if child.state.done)
+    stopped = [c.task_id for c in state.children if c.state is ChildState.LANE_ADMITTED]
+    waiting = [c.task_id for c in state.children
+               if c.state in (ChildState.SETTLED, ChildState.LANE_COMMITTED)]  # fmt: skip
+    parts = [f"{done} of {plural(len(state.children), 'task')} integrated"]
+    if waiting:
+        parts.append(f"{listed(waiting)} committed, waiting to be integrated")
+    if stopped:
+        parts.append(f"{listed(stopped)} stopped at work when the run ended (to run again)")
+    return "; ".join([*parts, "no process is at work on it"])
 
 
 def find_batch(store: StateStore, slug: str | None, batch_id: str | None) -> StoredBatch:

@@ -225,8 +225,7 @@ class _Pass:
             state = t.note_held_checks(state, self.gate.held)
         tree = self.repo.commit(head).tree
         self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
-        if self.gate.checks:  # each branch check's last verdict on the head, for the reports
-            state = t.note_branch_verdicts(state, self.gate.verdicts(self.results, tree, head))
+        state = self._branch_verdicts(state, head)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -415,6 +414,7 @@ class _Pass:
                     landed.append(step)
             if landed:
                 also.insert(0, RefUpdate(self.branch_ref, landed[-1].commit, head))
+                state = self._branch_verdicts(state, landed[-1].commit)  # the head it moves to
             stored = self.apply.persist(stored, state, self._verdict(state), also, keep)
             for step in landed:
                 self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
@@ -447,6 +447,14 @@ class _Pass:
         }
 
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
+    def _branch_verdicts(self, state: BatchRunState, head: str) -> BatchRunState:
+        """Each branch check's last verdict on `head`, for the reports — recorded with every
+        move, so a run stopped between a move and its pass's end names the head it judged."""
+        if not self.gate.checks:
+            return state
+        tree = self.repo.commit(head).tree
+        return t.note_branch_verdicts(state, self.gate.verdicts(self.results, tree, head))
+
     def _verdict(self, state: BatchRunState) -> Verdict:
         return verdict(state, startable_children(state, self.rules))
 
