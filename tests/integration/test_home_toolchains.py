@@ -53,7 +53,18 @@ def _imm_run(repo: Path, spec: dict[str, object]) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
-def _landed(done: subprocess.CompletedProcess[str], repo: Path) -> None:
+def _land_every_task(
+    root: Path,
+    files: dict[str, str],
+    checks: dict[str, str],
+    scopes: dict[str, list[str]],
+    spec: dict[str, object],
+) -> None:
+    """A batch of TASKS, each judged by its check, whose executor writes and runs what `spec`
+    says: every task lands."""
+    repo = make_project(root, {task: [] for task in TASKS}, checks=checks, scopes=scopes,
+                        extra_files=files)  # fmt: skip
+    done = _imm_run(repo, spec)
     said = done.stdout + done.stderr
     assert done.returncode == 0, said
     states = {c.task_id: str(c.state) for c in current(repo).state.children}
@@ -88,11 +99,9 @@ def test_a_rust_crate_through_rustup_lands_every_honest_task(tmp_path: Path) -> 
     checks = {t: descriptor(["test", "-q", "--test", t], executable="cargo", timeout_ms=300_000)
               for t in TASKS}  # fmt: skip
     scopes = {t: [f"tests/{t}.rs"] for t in TASKS}
-    repo = make_project(tmp_path / "r", {task: [] for task in TASKS}, checks=checks, scopes=scopes,
-                        extra_files=files)  # fmt: skip
     spec = {"path": "tests/{task}.rs", "text": RUST_TEST,
             "run": ["cargo", "test", "-q", "--test", "{task}"]}  # fmt: skip
-    _landed(_imm_run(repo, spec), repo)
+    _land_every_task(tmp_path / "r", files, checks, scopes, spec)
 
 
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -150,8 +159,6 @@ def test_an_offline_maven_project_lands_every_honest_task(tmp_path: Path) -> Non
     checks = {t: descriptor(["-o", "-q", "test", f"-Dtest={t.capitalize()}Test"],
                             executable="mvn", timeout_ms=300_000) for t in TASKS}  # fmt: skip
     scopes = {t: [f"src/test/java/demo/{t.capitalize()}Test.java"] for t in TASKS}
-    repo = make_project(tmp_path / "r", {task: [] for task in TASKS}, checks=checks, scopes=scopes,
-                        extra_files=files)  # fmt: skip
     spec = {"path": "src/test/java/demo/{Task}Test.java", "text": JAVA_TEST,
             "run": ["mvn", "-o", "-q", "test", "-Dtest={Task}Test"]}  # fmt: skip
-    _landed(_imm_run(repo, spec), repo)
+    _land_every_task(tmp_path / "r", files, checks, scopes, spec)

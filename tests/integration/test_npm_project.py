@@ -65,20 +65,9 @@ def test_checks_writing_caches_under_node_modules_land_their_tasks_with_a_cache_
     tool that makes its cache folder there without asking."""
     from tests.conftest import descriptor
 
-    files = npm_package.package_files(tmp_path_factory.mktemp("npm-nyc-cache"), nyc=npm_package.NYC)
-    extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
-    chosen = sorted(npm_package.tasks())[:3]
-    checks = {t: c for t, c in npm_package.checks(nyc=True).items() if t in chosen}
-    checks[chosen[2]] = descriptor(["-e", CACHE_WRITER], executable="node")
-    repo = make_project(
-        tmp_path_factory.mktemp("npm-nyc") / "r", {task: [] for task in chosen}, checks=checks,
-        scopes={t: s for t, s in npm_package.scopes().items() if t in chosen}, extra_files=extra,
-    )  # fmt: skip
-    done = _imm_run(repo)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    assert {str(c.state) for c in current(repo).state.children} == {"integrated"}, output
-    assert "EROFS" not in output
+    _three_tasks_under_nyc(
+        tmp_path_factory, npm_package.NYC, descriptor(["-e", CACHE_WRITER], executable="node")
+    )
 
 
 def test_a_suite_under_an_old_nyc_that_writes_the_home_lands_every_task(
@@ -89,17 +78,22 @@ def test_a_suite_under_an_old_nyc_that_writes_the_home_lands_every_task(
     two tasks judged by their file under nyc 14, one by the package's `npm test`."""
     from tests.conftest import descriptor
 
-    files = npm_package.package_files(
-        tmp_path_factory.mktemp("npm-old-nyc-cache"), nyc=npm_package.OLD_NYC
+    _three_tasks_under_nyc(
+        tmp_path_factory, npm_package.OLD_NYC, descriptor(["test"], executable="npm")
     )
+
+
+def _three_tasks_under_nyc(factory: pytest.TempPathFactory, nyc: str, third: str) -> None:
+    """Three tasks of the package under nyc at version `nyc`, two judged by their file under
+    nyc's coverage, the third by the check `third`: every one lands, no check meets EROFS."""
+    files = npm_package.package_files(factory.mktemp("npm-nyc-cache"), nyc=nyc)
     extra = {**files, ".github/imm.yml": npm_package.config(3), ".gitignore": "node_modules/\n"}
     chosen = sorted(npm_package.tasks())[:3]
     checks = {t: c for t, c in npm_package.checks(nyc=True).items() if t in chosen}
-    checks[chosen[2]] = descriptor(["test"], executable="npm")
+    checks[chosen[2]] = third
     repo = make_project(
-        tmp_path_factory.mktemp("npm-old-nyc") / "r", {task: [] for task in chosen},
-        checks=checks, extra_files=extra,
-        scopes={t: s for t, s in npm_package.scopes().items() if t in chosen},
+        factory.mktemp("npm-nyc") / "r", {task: [] for task in chosen}, checks=checks,
+        scopes={t: s for t, s in npm_package.scopes().items() if t in chosen}, extra_files=extra,
     )  # fmt: skip
     done = _imm_run(repo)
     output = done.stdout + done.stderr
