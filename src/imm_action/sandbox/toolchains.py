@@ -11,9 +11,9 @@ home cost 2.5 s a lane), and located the way the tool itself looks:
 | Gradle | `~/.gradle/caches` (its dependency cache) | `GRADLE_RO_DEP_CACHE` |
 | Go | the module cache (`~/go/pkg/mod`, or `GOMODCACHE`) | `GOMODCACHE` |
 
-Cargo's own home (`~/.cargo`: `credentials.toml`) is not shown: cargo gets a `CARGO_HOME` in the
-command's home. What the tool writes (cargo's `target/`, Go's build cache) goes to the command's
-tree or home.
+Cargo's own home (`~/.cargo`: `credentials.toml`) is not shown: cargo's home is the command's
+own (`$HOME/.cargo`). What the tool writes (cargo's `target/`, Go's build cache) goes to the
+command's tree or home.
 """
 
 from __future__ import annotations
