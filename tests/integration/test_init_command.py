@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.scaffold.suites import LOOKED_FOR
 from tests.conftest import assert_golden, make_repo, run_cli
 
 ACTION = "imm-action/imm-action@v0"
@@ -36,6 +37,7 @@ def test_init_writes_the_config_and_the_three_workflows(
     assert code == 0
     assert out.splitlines() == [
         ".github/imm.yml: created",
+        f".github/imm.yml: no test suite found ({LOOKED_FOR}): branch_checks is left commented out",
         ".github/workflows/imm-batch.yml: created",
         ".github/workflows/imm-command.yml: created",
         ".github/workflows/imm-check.yml: created",
@@ -186,27 +188,49 @@ def test_a_workflow_of_someone_elses_at_an_init_path_is_reported_and_left_alone(
 
 
 @pytest.mark.parametrize(
-    ("files", "proposed"),
+    ("files", "found"),
     [
         ({"pyproject.toml": "[tool.pytest.ini_options]\naddopts = '-q'\n"},
          ["python3 -m pytest -q"]),
+        ({"tests/test_cart.py": "import unittest\n"}, ["python3 -m unittest discover -s tests -q"]),
         ({"package.json": '{"scripts": {"test": "nyc tape test/*.js"}}'}, ["npm test"]),
         ({"Makefile": "build:\n\tcc x.c\ntest: build\n\t./x --test\n"}, ["make test"]),
+        ({"tox.ini": "[tox]\nenvlist = py311\n"}, ["tox"]),
+        ({"go.mod": "module example.com/x\n"}, ["go test ./..."]),
+        ({"Cargo.toml": "[package]\nname = 'x'\n"}, ["cargo test"]),
         ({"pyproject.toml": "[project]\nname = 'x'\ndependencies = ['pytest']\n",
           "Makefile": "test:\n\tpytest\n"}, ["python3 -m pytest -q", "make test"]),
     ],
-    ids=["pytest", "npm test script", "make test target", "two suites"],
+    ids=["pytest", "unittest", "npm test script", "make test target", "tox", "go", "cargo",
+         "two suites"],
 )  # fmt: skip
-def test_init_proposes_the_repositorys_suites_as_branch_checks_commented_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], proposed: list[str]
+def test_init_sets_the_repositorys_suites_as_branch_checks_with_held_checks_branch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], files: dict[str, str], found: list[str]
 ) -> None:
-    """Issue 44: `imm init` proposes branch checks from what it finds, for the user to
-    confirm: commented out, so a guessed suite never gates unasked."""
+    """Issue 62 #1: without branch checks a lane breaking a test no task names landed, and
+    later tasks were blamed. `imm init` sets what it finds (ADR 0068), and says so."""
     root = make_repo(tmp_path / "repo", files)
-    code, _, err = run_cli(capsys, "init", "--repo", str(root))
+    code, out, err = run_cli(capsys, "init", "--repo", str(root))
     assert code == 0, err
-    config = (root / ".github/imm.yml").read_text(encoding="utf-8")
-    assert "# branch_checks:\n" + "".join(f"#   - {cmd}\n" for cmd in proposed) in config
+    assert f"branch_checks: {', '.join(found)}; held_checks: branch" in out
     from imm_action.workspace import load_config
 
-    assert load_config(root).config.branch_checks == []  # proposed, not set
+    config = load_config(root).config
+    assert config.branch_checks == found
+    assert config.held_checks == "branch"
+
+
+def test_init_in_a_repository_with_no_suite_it_can_find_says_so_and_sets_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_repo(tmp_path / "repo", {"README.md": "hello\n",
+                                         "package.json": '{"scripts": {"test": "echo \\"Error: '
+                                         'no test specified\\" && exit 1"}}'})  # fmt: skip
+    code, out, err = run_cli(capsys, "init", "--repo", str(root))
+    assert code == 0, err
+    assert "no test suite found (" in out
+    assert "branch_checks is left commented out" in out
+    from imm_action.workspace import load_config
+
+    assert load_config(root).config.branch_checks == []
+    assert "# branch_checks:" in (root / ".github/imm.yml").read_text(encoding="utf-8")

@@ -15,8 +15,6 @@ step running the imm action is someone else's: it is reported and left as it is.
 from __future__ import annotations
 
 import io
-import json
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any
 
 from imm_action.errors import InputError, Problem
 from imm_action.scaffold.pins import upgrade_of
+from imm_action.scaffold.suites import LOOKED_FOR, found_suites
 
 LOCAL_ACTION = "./"
 DEFAULT_ACTION = "imm-action/imm-action@v0"
@@ -68,9 +67,12 @@ def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[Fi
         wanted = template(name, action)
         path = repo / relative
         if not path.is_file():
+            created: tuple[str, ...] = ("created",)
             if name == "imm.yml":
-                wanted += branch_checks_proposal(repo)
-            found.append(FileChange(relative, ("created",), wanted))
+                proposal, said = branch_checks_proposal(repo)
+                wanted += proposal
+                created = ("created", said)
+            found.append(FileChange(relative, created, wanted))
             continue
         if name == "imm.yml":
             continue
@@ -83,46 +85,33 @@ def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[Fi
     return found
 
 
-def found_suites(repo: Path) -> list[str]:
-    """The repository's own suites, as commands a branch check could run: pytest named in
-    `pyproject.toml`, a `package.json` test script, a Makefile `test` target."""
-    found: list[str] = []
-    pyproject = repo / "pyproject.toml"
-    if pyproject.is_file() and "pytest" in pyproject.read_text(encoding="utf-8", errors="replace"):
-        found.append("python3 -m pytest -q")
-    package = repo / "package.json"
-    if package.is_file():
-        try:
-            scripts = json.loads(package.read_text(encoding="utf-8")).get("scripts") or {}
-        except (ValueError, AttributeError):
-            scripts = {}
-        if isinstance(scripts, dict) and scripts.get("test"):
-            found.append("npm test")
-    makefile = repo / "Makefile"
-    if makefile.is_file() and re.search(
-        r"^test\s*:", makefile.read_text(encoding="utf-8", errors="replace"), re.MULTILINE
-    ):
-        found.append("make test")
-    return found
-
-
-def branch_checks_proposal(repo: Path) -> str:
-    """The config's `branch_checks`, proposed from what `found_suites` finds, commented out
-    for the user to confirm (ADR 0061): a suite imm guessed must never gate unasked."""
+def branch_checks_proposal(repo: Path) -> tuple[str, str]:
+    """The config's `branch_checks` from what `found_suites` finds — set, with `held_checks:
+    branch` (ADR 0068) — or, where it finds none, an example commented out; and the line
+    `imm init` prints of it."""
     found = found_suites(repo)
-    suites = found or ["make test"]
+    if not found:
+        lines = [
+            "",
+            "# The repository's own checks, which every move of the batch branch must pass",
+            "# besides the tasks' checks (ADR 0061). imm init found no suite here; for example:",
+            "# branch_checks:",
+            "#   - make test",
+        ]
+        said = f"no test suite found ({LOOKED_FOR}): branch_checks is left commented out"
+        return "\n".join(lines) + "\n", said
     lines = [
         "",
-        "# The repository's own checks, which every move of the batch branch must pass besides",
-        "# the tasks' checks, verified on the base before any lane starts (ADR 0061). "
-        + ("Found here:" if found else "For example:"),
-        "# branch_checks:",
-        *(f"#   - {suite}" for suite in suites),
-        "# And whether later moves rerun every task's checks (all) or the branch checks alone",
-        "# (branch: for a suite that holds the tasks' tests).",
-        "# held_checks: all",
+        "# The repository's own checks, found by imm init: every move of the batch branch must",
+        "# pass them besides the tasks' checks, and the base is verified against them before",
+        "# any lane starts (ADR 0061). Remove one that is not the suite.",
+        "branch_checks:",
+        *(f"  - {suite}" for suite in found),
+        "# The suite holds the tasks' tests: each task's checks gate its own lane's move, the",
+        "# suite every move (ADR 0068). `all` reruns every task's checks on every move too.",
+        "held_checks: branch",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", f"branch_checks: {', '.join(found)}; held_checks: branch"
 
 
 def _yaml() -> Any:
