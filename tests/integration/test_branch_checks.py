@@ -263,10 +263,41 @@ def test_one_command_line_written_alone_is_a_list_of_one_branch_check(
     assert f"- `branch:1`: `{SUITE}`" in out
 
 
-def test_a_plan_without_branch_checks_says_nothing_of_them(
+def test_a_batch_without_branch_checks_says_so_in_its_plan_its_report_and_comment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 62 #1: nothing said a batch was gated by its tasks' own checks alone — and a
+    lane breaking a test no task names then landed."""
+    from imm_action.github.reporting import status_comment
+
+    said = "no branch checks: only the tasks' own checks gate a move"
     repo = _project(tmp_path, "max_parallel: 2\n")
     code, out, _ = run_cli(capsys, "plan", "init", "--repo", str(repo), "--format", "markdown")
     assert code == 0
-    assert "What gates" not in out
+    assert said in out
+    code, out = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 0, out
+    assert said in out  # imm run's closing report
+    stored = current(repo)
+    assert stored.report is not None
+    assert said in status_comment(stored.report, stored.state, "https://github.com/o/r")
+
+
+def test_imm_check_proposes_the_suite_it_finds_where_the_config_sets_no_branch_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 62 #1: a config written before `imm init` set them says nothing of them."""
+    repo = _project(tmp_path, "max_parallel: 2\n", checks=None)
+    (repo / "pytest.ini").write_text("[pytest]\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "pytest's config")
+    code, out, _ = run_cli(capsys, "check", "--repo", str(repo))
+    assert code == 0
+    assert (
+        ".github/imm.yml:1: warning: no branch checks: only the tasks' own checks gate a move"
+    ) in out
+    assert "the suite found here: branch_checks: [python3 -m pytest -q] with held_checks: " in out
+    (repo / ".github/imm.yml").write_text(_config())
+    git(repo, "commit", "-qam", "the suite gates")
+    code, out, _ = run_cli(capsys, "check", "--repo", str(repo))
+    assert "no branch checks" not in out

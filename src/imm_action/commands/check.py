@@ -21,6 +21,7 @@ from imm_action.console import CommandIO
 from imm_action.errors import EXIT_INVALID_INPUT, EXIT_OK, InputError, Problem, UsageError
 from imm_action.git import changed_paths
 from imm_action.git.repo import GitRepo
+from imm_action.integrate.reasons import NO_BRANCH_CHECKS
 from imm_action.model.common import is_identifier
 from imm_action.model.config import branch_check_ids
 from imm_action.model.intent import ValidIntent, intent_path
@@ -32,6 +33,7 @@ from imm_action.plan.check_paths import (
     scope_plan_conflicts,
 )
 from imm_action.plan.dag import CycleError
+from imm_action.scaffold.suites import LOOKED_FOR, found_suites
 from imm_action.text import listed, plural
 
 if TYPE_CHECKING:
@@ -141,6 +143,17 @@ def run(args: CheckArgs, ports: CheckPorts) -> int:
     return EXIT_OK
 
 
+def _no_branch_checks(repo: Path) -> Problem:
+    """Issue 62 #1: the config sets no branch checks — the suite it could set, where found."""
+    found = found_suites(repo)
+    proposal = (
+        f"the suite found here: branch_checks: [{', '.join(found)}] with held_checks: branch"
+        if found
+        else f"no suite found here ({LOOKED_FOR})"
+    )
+    return Problem(config_path(), 1, f"warning: {NO_BRANCH_CHECKS}; {proposal}")
+
+
 def validate_repository(repo: Path) -> Validation:
     """Every initiative, intent and the config, each problem with its file and line."""
     problems: list[Problem] = []
@@ -152,6 +165,8 @@ def validate_repository(repo: Path) -> Validation:
         warnings.extend(loaded.warnings)
         branch_ids = branch_check_ids(loaded.config.branch_checks)
         scripts = BranchGate(branch_checks_of(loaded.config)).scripts
+        if not loaded.config.branch_checks and (repo / config_path()).is_file():
+            warnings.append(_no_branch_checks(repo))
     except InputError as error:
         problems.extend(error.problems)
     inputs = committed_inputs(repo)

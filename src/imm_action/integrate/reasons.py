@@ -38,6 +38,11 @@ PARALLEL_MISMATCH: Final = "batch_parallel_mismatch"
 # A parked child's pending dependents are skipped with this reason.
 DEPENDENCY_PARKED: Final = "dependency {task_id} parked"
 LANE_NEEDS_PERSON: Final = "the lane needs a person"
+# what a batch without branch checks says wherever it reports (issue 62 #1)
+NO_BRANCH_CHECKS: Final = (
+    "no branch checks: only the tasks' own checks gate a move (set branch_checks in "
+    ".github/imm.yml to the repository's suite; imm init finds it)"
+)
 
 ALL_CODES: Final = (
     PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED, OUTCOME_MISMATCH,

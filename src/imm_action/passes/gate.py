@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imm_action.integrate.facts import ChecksFact, ChecksFound
-from imm_action.integrate.reasons import BASE_CHECK_FAILED
+from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
     HeldChecks,
@@ -111,10 +111,11 @@ _HELD_SAID = {
 
 def gate_markdown(slug: str, config: RepoConfig) -> list[str]:
     """What gates every move of the batch branch, as a plan shows it before a batch runs: the
-    branch checks as written, and what `held_checks` leaves to them; [] without any."""
-    if not config.branch_checks:
-        return []
+    branch checks as written, and what `held_checks` leaves to them; without any, that only
+    the tasks' own checks do (issue 62 #1)."""
     lines = [f"## What gates every move of `{batch_branch(slug)}`", ""]
+    if not config.branch_checks:
+        return [*lines, NO_BRANCH_CHECKS, ""]
     for position, item in enumerate(config.branch_checks, start=1):
         command = item.command if isinstance(item, BranchCheck) else item
         written = (
