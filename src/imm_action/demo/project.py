@@ -35,8 +35,14 @@ BASE_FILES = {
         "import sys\nfrom pathlib import Path\n\n"
         'sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))\n'
     ),
+    "tests/test_shop.py": (
+        "import unittest\n\nimport shop\n\n\nclass Shop(unittest.TestCase):\n"
+        "    def test_it_says_what_it_is(self):\n        self.assertTrue(shop.__doc__)\n"
+    ),
     ".gitignore": "__pycache__/\n",
 }  # fmt: skip
+# the shop's whole suite gates every move; each task's own tests gate its lane's (ADR 0068)
+SUITE = "python3 -m unittest discover -s tests -t . -q"
 
 
 def _descriptor(task: str) -> str:
@@ -82,6 +88,7 @@ def demo_files(executor: str) -> dict[str, str]:
     files[".github/imm.yml"] = (
         "# imm settings for the demo\nmax_parallel: 3\nqa_failure_limit: 2\n"
         f"executor: {json.dumps(executor)}\n"
+        f"branch_checks:\n  - name: suite\n    command: {SUITE}\nheld_checks: branch\n"
     )
     return files
 
