@@ -39,3 +39,15 @@ def test_an_annotation_points_at_the_file_and_line() -> None:
 def test_an_annotation_escapes_what_would_end_its_properties_or_message() -> None:
     problem = Problem("a,b:c.md", None, "two\nlines 100%")
     assert annotation(problem, "warning") == "::warning file=a%2Cb%3Ac.md::two%0Alines 100%25"
+
+
+def test_the_batch_outputs_say_the_agents_cost_and_tokens_where_they_said() -> None:
+    from imm_action.actions.runtime import batch_outputs
+    from imm_action.model.spend import AgentSpend
+    from tests.unit.test_decide import batch, pending
+
+    spent = pending("a").model_copy(update={"spend": AgentSpend(cost_usd=0.5, tokens=1200, runs=1)})
+    outputs = batch_outputs(batch(spent, pending("b")))
+    assert (outputs["cost-usd"], outputs["tokens"]) == ("0.50", "1200")
+    assert (outputs["integrated"], outputs["parked"], outputs["waiting"]) == ("0", "0", "2")
+    assert outputs["green-head"] == ""  # no branch checks

@@ -14,6 +14,7 @@ from pathlib import Path
 from imm_action.errors import Problem
 from imm_action.model.intent import intent_path
 from imm_action.model.refs import lane_branch
+from imm_action.model.spend import NO_SPEND
 from imm_action.model.state import BatchRunState, ChildState
 
 MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
@@ -108,6 +109,29 @@ def pass_outputs(
         "max-parallel": str(min(state.max_parallel, MAX_MATRIX_JOBS)),
         "lane-timeout-minutes": str(lane_minutes_on_github(lane_timeout_minutes)),
         "lane-job-timeout-minutes": str(lane_job_minutes(lane_timeout_minutes)),
+        **batch_outputs(state),
+    }
+
+
+def batch_outputs(state: BatchRunState) -> dict[str, str]:
+    """What a workflow can use of the batch after a pass (issue 62): how many tasks are
+    integrated, parked and waiting; what its agents cost and how many tokens, where they said
+    ("" where none did); the last head every branch check passed on ("" where none did)."""
+    children = state.children
+    integrated = sum(1 for child in children if child.state.done)
+    parked = sum(1 for child in children if child.state is ChildState.NEEDS_HUMAN)
+    spend = NO_SPEND
+    for child in children:
+        spend = spend.plus(child.spend or NO_SPEND)
+    verdicts = state.branch_verdicts
+    green = bool(verdicts) and all(verdict.passed for verdict in verdicts)
+    return {
+        "integrated": str(integrated),
+        "parked": str(parked),
+        "waiting": str(len(children) - integrated - parked),
+        "cost-usd": f"{spend.cost_usd:.2f}" if spend.known else "",
+        "tokens": str(spend.tokens) if spend.tokens else "",
+        "green-head": verdicts[0].head if green else "",
     }
 
 
