@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
@@ -44,8 +43,10 @@ class BranchGate:
     held: HeldChecks = "all"
 
     def head_checks(self, held_by_tasks: Sequence[Check]) -> tuple[Check, ...]:
-        """What the batch head's level of a stack holds: the branch checks, after the checks of
-        every task the branch holds unless `held_checks: branch`."""
+        """What the batch head's level of a stack holds — and so what every candidate above it
+        is judged by: the branch checks, after the checks of every task the branch holds
+        unless `held_checks: branch`. The one line that puts the branch checks on every move
+        (issue 62 #7: a second, in each candidate's own checks, changed only a run count)."""
         tasks = tuple(held_by_tasks) if self.held == "all" else ()
         return (*tasks, *self.checks)
 
@@ -74,12 +75,6 @@ class BranchGate:
             for path in run_scripts(check.descriptor.command):
                 found.setdefault(path, []).append(check.check_id)
         return found
-
-    def joined(self, fact: ChecksFact | None) -> ChecksFact | None:
-        """A candidate's checks with the branch checks: every move is judged by them."""
-        if not self.checks or not isinstance(fact, ChecksFound):
-            return fact
-        return ChecksFound((*fact.checks, *self.checks))
 
 
 NO_GATE = BranchGate()
