@@ -14,7 +14,7 @@ from pathlib import Path
 from imm_action.errors import Problem
 from imm_action.model.intent import intent_path
 from imm_action.model.refs import lane_branch
-from imm_action.model.spend import NO_SPEND
+from imm_action.model.spend import summed
 from imm_action.model.state import BatchRunState, ChildState
 
 MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
@@ -120,9 +120,7 @@ def batch_outputs(state: BatchRunState) -> dict[str, str]:
     children = state.children
     integrated = sum(1 for child in children if child.state.done)
     parked = sum(1 for child in children if child.state is ChildState.NEEDS_HUMAN)
-    spend = NO_SPEND
-    for child in children:
-        spend = spend.plus(child.spend or NO_SPEND)
+    spend = summed(child.spend for child in children)
     verdicts = state.branch_verdicts
     green = bool(verdicts) and all(verdict.passed for verdict in verdicts)
     return {

@@ -78,19 +78,14 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
             io.warn(line)
     if args.phase == "all":
         batch_repo.refs.refresh()
-        state, lane = _admitted_lane(args, batch_repo.refs)
-        if planned_config(batch_repo, state, lane.base_head).check_setup:
-            _fetch_plan_commit(batch_repo, state)
+        _fetch_plan_commit(args, batch_repo)
         return _work(args, io, batch_repo, batch_repo.refs)
     if not isinstance(batch_repo.refs, RemoteRefStore):
         raise UsageError(f"--phase {args.phase} needs --remote (the refs live on a remote)")
     handoff = handoff_path(batch_repo.repo.git_directory(), args.batch_id, args.task_id)
     if args.phase == "fetch":
         batch_repo.refs.refresh()
-        state, lane = _admitted_lane(args, batch_repo.refs)
-        # the work step holds no token: what it needs of the remote is fetched now
-        if planned_config(batch_repo, state, lane.base_head).check_setup:
-            _fetch_plan_commit(batch_repo, state)
+        _fetch_plan_commit(args, batch_repo)  # the work step holds no token to fetch it
         io.warn(f"imm lane {args.task_id}: fetched batch {args.batch_id}")
         return EXIT_OK
     if args.phase == "work":
@@ -201,12 +196,16 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
     return EXIT_NEEDS_HUMAN
 
 
-def _fetch_plan_commit(batch_repo: BatchRepo, state: BatchRunState) -> None:
+def _fetch_plan_commit(args: LaneArgs, batch_repo: BatchRepo) -> None:
     """A lane job's clone holds only the lane's base (`fetch-depth: 1`): the plan's commit,
-    where `check_setup` runs, is fetched by its id where it is missing."""
+    where `check_setup` runs, is fetched by its id where it is missing and setup is set."""
     refs = batch_repo.refs
-    missing = batch_repo.repo.commit_if_present(state.judged_at) is None
-    if missing and isinstance(refs, RemoteRefStore):
+    if not isinstance(refs, RemoteRefStore):
+        return  # a local batch's repository holds the plan's commit
+    state, lane = _admitted_lane(args, refs)
+    if not planned_config(batch_repo, state, lane.base_head).check_setup:
+        return
+    if batch_repo.repo.commit_if_present(state.judged_at) is None:
         refs.fetch_commit(state.judged_at)
 
 

@@ -225,7 +225,7 @@ class _Pass:
             state = t.note_held_checks(state, self.gate.held)
         tree = self.repo.commit(head).tree
         self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
-        state = self._branch_verdicts(state, head)
+        state = self._branch_verdicts(state, head, tree)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
         return _Done(stored, admitted, integrated, head, unverified, self.stacks)
 
@@ -414,7 +414,8 @@ class _Pass:
                     landed.append(step)
             if landed:
                 also.insert(0, RefUpdate(self.branch_ref, landed[-1].commit, head))
-                state = self._branch_verdicts(state, landed[-1].commit)  # the head it moves to
+                top = landed[-1].commit  # the head it moves to
+                state = self._branch_verdicts(state, top, self.repo.commit(top).tree)
             stored = self.apply.persist(stored, state, self._verdict(state), also, keep)
             for step in landed:
                 self.ports.log(f"integrated {step.task_id} as {step.commit[:12]}")
@@ -447,12 +448,11 @@ class _Pass:
         }
 
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
-    def _branch_verdicts(self, state: BatchRunState, head: str) -> BatchRunState:
+    def _branch_verdicts(self, state: BatchRunState, head: str, tree: str) -> BatchRunState:
         """Each branch check's last verdict on `head`, for the reports — recorded with every
         move, so a run stopped between a move and its pass's end names the head it judged."""
         if not self.gate.checks:
             return state
-        tree = self.repo.commit(head).tree
         return t.note_branch_verdicts(state, self.gate.verdicts(self.results, tree, head))
 
     def _verdict(self, state: BatchRunState) -> Verdict:

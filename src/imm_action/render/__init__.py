@@ -14,11 +14,7 @@ from imm_action.costs import cost_cell
 from imm_action.model.report import BatchRunReport, ReportChild
 from imm_action.model.shard import shard_line
 from imm_action.model.state import BatchRunState, BatchState, ChildState, Continuation
-from imm_action.render.failures import (
-    failure_details,
-    failures_markdown,
-    folded_failures,
-)
+from imm_action.render.failures import failure_details, failures_markdown, folded_failures
 from imm_action.render.inert import code_span, inert
 from imm_action.render.plan import cell, mermaid_dag
 from imm_action.text import plural

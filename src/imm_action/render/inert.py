@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 
 # a run of backticks, which opens a code span only where a run of the same length closes it
 _BACKTICKS = re.compile(r"`+")
@@ -62,14 +63,7 @@ def inert_cell(text: str | None) -> str:
 def inert_html(text: str) -> str:
     """`text` inside HTML (a `<summary>`, where Markdown is not read): escaped, and each token
     GitHub would link in `<code>`, inside which it links nothing."""
-    parts: list[str] = []
-    at = 0
-    for token in _LINKED.finditer(text):
-        parts.append(html.escape(text[at : token.start()]))
-        parts.append(f"<code>{html.escape(token.group())}</code>")
-        at = token.end()
-    parts.append(html.escape(text[at:]))
-    return "".join(parts)
+    return _around_linked(text, html.escape, lambda token: f"<code>{html.escape(token)}</code>")
 
 
 def code_span(text: str) -> str:
@@ -98,13 +92,17 @@ def _plain(text: str) -> str:
     """Text outside code spans: each token GitHub would link in a code span of its own, the
     rest escaped (HTML's characters as entities, Markdown's punctuation and backticks with a
     backslash)."""
+    return _around_linked(text, _escaped, code_span)
+
+
+def _around_linked(text: str, escape: Callable[[str], str], wrap: Callable[[str], str]) -> str:
+    """`text` with each token GitHub would link wrapped by `wrap`, the rest by `escape`."""
     parts: list[str] = []
     at = 0
     for token in _LINKED.finditer(text):
-        parts.append(_escaped(text[at : token.start()]))
-        parts.append(code_span(token.group()))
+        parts += [escape(text[at : token.start()]), wrap(token.group())]
         at = token.end()
-    parts.append(_escaped(text[at:]))
+    parts.append(escape(text[at:]))
     return "".join(parts)
 
 

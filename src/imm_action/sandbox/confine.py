@@ -100,7 +100,9 @@ class Confinement:
     # the user's toolchain where the sandbox would hide it (a venv under /tmp, a version
     # manager under the home, imm's own install): shown read-only (view.py)
     toolchain: tuple[str, ...] = ()
-    # empty in the sandbox besides /tmp, /var/tmp and /dev/shm: the homes, the socket folders
+    # absent from the sandbox's empty root, or an empty tmpfs where a system folder holds one,
+    # besides /tmp, /var/tmp, /dev/shm and /run: the homes, the socket folders, the other
+    # top-level folders, the repository's working copy (view.py)
     private: tuple[str, ...] = ()
     homes: tuple[str, ...] = ()  # the private roots that are homes
     tmpfs_bytes: int = 1 << 30  # the size of /tmp and /var/tmp (`sandbox_tmpfs_mb`)
@@ -166,7 +168,7 @@ class Confinement:
         network: bool = True,
         shown: Sequence[str] = (),
     ) -> list[str]:
-        """`argv` inside the sandbox with `binds` on top of the read-only host; run it with
+        """`argv` inside the sandbox with `binds` in its empty root (`layout`); run it with
         `env` as its environment (on the sudo path, `env` goes through a file)."""
         if self.bwrap is None:
             raise SandboxError("no sandbox here: " + self.why)

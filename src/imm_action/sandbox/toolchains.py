@@ -95,8 +95,9 @@ def toolchains_of(home: Path, environ: Mapping[str, str]) -> Toolchains:
         content, local = _maven_settings(settings, home)
         if content is not None:
             files.append((MAVEN_SETTINGS, content))
-    if local is not None and _folder(local) is not None:
-        shown.append(str(_folder(local)))
+    named = _folder(local) if local is not None else None
+    if named is not None:
+        shown.append(named)
     else:
         repository = _folder(home / ".m2" / "repository")
         if repository is not None:  # in the command's home, and where Java looks (the account's)
