@@ -329,3 +329,16 @@ def test_a_pass_gives_the_workflow_the_batchs_counts_and_the_head_its_branch_che
         "integrated": "1", "parked": "1", "waiting": "0"}  # fmt: skip
     assert outputs["green-head"] == head
     assert (outputs["cost-usd"], outputs["tokens"]) == ("", "")  # no agent said
+
+
+def test_each_move_counts_the_branch_checks_among_what_passed_on_the_head_it_makes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 62 #7: the branch checks reach a move two ways — the head level's checks run
+    them, and each candidate's own checks are joined with them. This holds the second: without
+    it the report counted the last lane's check alone as passed on the head."""
+    repo = _project(tmp_path, _config(held="branch"))
+    code, said = _imm_run(tmp_path, capsys, repo, {})
+    assert code == 0, said
+    assert "every check of them (2 checks) passed on its head" in said
+    assert current(repo).state.head_checks == 2

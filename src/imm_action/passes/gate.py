@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from imm_action.integrate.facts import ChecksFact, ChecksFound
 from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
@@ -43,10 +44,8 @@ class BranchGate:
     held: HeldChecks = "all"
 
     def head_checks(self, held_by_tasks: Sequence[Check]) -> tuple[Check, ...]:
-        """What the batch head's level of a stack holds — and so what every candidate above it
-        is judged by: the branch checks, after the checks of every task the branch holds
-        unless `held_checks: branch`. The one line that puts the branch checks on every move
-        (issue 62 #7: a second, in each candidate's own checks, changed only a run count)."""
+        """What the batch head's level of a stack holds: the branch checks, after the checks of
+        every task the branch holds unless `held_checks: branch`."""
         tasks = tuple(held_by_tasks) if self.held == "all" else ()
         return (*tasks, *self.checks)
 
@@ -75,6 +74,14 @@ class BranchGate:
             for path in run_scripts(check.descriptor.command):
                 found.setdefault(path, []).append(check.check_id)
         return found
+
+    def joined(self, fact: ChecksFact | None) -> ChecksFact | None:
+        """A candidate's checks with the branch checks: each lane's move counts them among
+        what passed on the head it makes (`verified_on_top`), and a failing one is its own,
+        not a check it broke (issue 62 #7: the head level's checks alone run them too)."""
+        if not self.checks or not isinstance(fact, ChecksFound):
+            return fact
+        return ChecksFound((*fact.checks, *self.checks))
 
 
 NO_GATE = BranchGate()

@@ -333,7 +333,7 @@ def _built_chain(
                 memo.put(key, built)
         build = built.build
         entry = CandidateFacts(
-            child.task_id, lane.base_head, lane.lane_commit, tip, build, built.checks,
+            child.task_id, lane.base_head, lane.lane_commit, tip, build, gate.joined(built.checks),
             change=built.change, scope=tuple(scopes.get(child.task_id, ())),
             plan_paths=protected, tree_links=built.links, check_files=named,
             retired=built.retired,
