@@ -92,6 +92,14 @@ case "$command" in
     with_token
     exec "$imm" lane "${lane_args[@]}" --phase publish
     ;;
+  setup-ready)
+    # The cache save step's condition: check_setup passed in this job and its folder is whole.
+    if [ -f "${IMM_SETUP_PATH:?}/ready" ]; then
+      echo "ready=true" >>"${GITHUB_OUTPUT:?}"
+    else
+      echo "check_setup prepared nothing whole in this job: nothing to save"
+    fi
+    ;;
   verify-fetch)
     with_token
     exec "$imm" verify --batch-id "${IMM_BATCH_ID:-}" --shard "${IMM_SHARD:-}" --remote origin \

@@ -239,6 +239,12 @@ def assert_golden(name: str, text: str) -> None:
     )
 
 
+def step_outputs(path: Path) -> dict[str, str]:
+    """GitHub's output file (`name<<delimiter`, the value, the delimiter), as a mapping."""
+    lines = path.read_text().splitlines()
+    return {line.split("<<")[0]: lines[at + 1] for at, line in enumerate(lines) if "<<" in line}
+
+
 def as_github_step(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
     """This process as a GitHub Actions step (outputs and summary in `folder`, no run of its
     own): the step summary's path."""

@@ -371,6 +371,7 @@ class ActWorld:
             IMM_E2E_BEHAVIOUR=json.dumps(self.behaviour),
             STAND_IN_PYTHON=sys.executable,
             STAND_IN_ARTIFACTS=str(self.artifacts),
+            STAND_IN_CACHE=str(self.root / "actions-cache"),  # the cache stand-ins' entries
             IMM_E2E_EVIL=self.evil_url,  # the artifact stand-ins' store, by run id
             IMM_SANDBOX_WRITABLE=f"{self.spy}{os.pathsep}{self.evidence}",
             # the stand-in executors read these: passed as an operator would pass them

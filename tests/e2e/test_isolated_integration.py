@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import descriptor
-from tests.e2e.act_world import TOKEN, ActWorld
+from tests.e2e.act_world import TOKEN, ActRun, ActWorld
 from tests.isolation_probe import PROBE, SLEEPER, findings, running_with
 
 # the project's tests need pytest, which only check_setup installs (into a venv without a pip
@@ -50,7 +50,15 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
                      if "lane code runs in a bubblewrap sandbox" in line]  # fmt: skip
         assert any("/imm lane " in job for job in sandboxed), sandboxed
         assert any("/integrate" in job for job in sandboxed), sandboxed
-    assert any("check_setup passed" in run.log for run in runs)
+    # setup once per fleet (issue 62 #6): the first lane job installs and saves what setup
+    # prepared; the next restores it and installs nothing
+    installed = _jobs_saying(runs, "imm: check_setup passed in")
+    assert [job for job in installed if "/imm lane " in job] == [installed[0]], installed
+    assert len(_jobs_saying(runs, "Cache saved with key: ")) == 1
+    restored = _jobs_saying(runs, "Cache restored from key: ")
+    assert any("/imm lane " in job for job in restored), restored
+    reused = _jobs_saying(runs, "imm: check_setup: reused what it prepared before")
+    assert set(restored) <= set(reused), (restored, reused)
     found = findings(evidence)
     assert len(found) >= 2  # in a lane job and at integration
     for run in found:
@@ -61,3 +69,14 @@ def test_the_integrate_job_runs_lane_code_out_of_the_tokens_reach_with_setup_onc
     after = {target: Path(target).read_bytes() for target in targets if Path(target).exists()}
     assert after == before
     assert running_with(SLEEPER) == []
+
+
+def _jobs_saying(runs: list[ActRun], words: str) -> list[str]:
+    """The jobs (`[workflow/job]`, in the order they said it) whose log has `words`."""
+    jobs = [
+        line.split("]", 1)[0]
+        for run in runs
+        for line in run.log.splitlines()
+        if f"| {words}" in line
+    ]  # fmt: skip (what a step printed, not its script)
+    return list(dict.fromkeys(jobs))

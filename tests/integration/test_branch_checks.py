@@ -303,18 +303,12 @@ def test_imm_check_proposes_the_suite_it_finds_where_the_config_sets_no_branch_c
     assert "no branch checks" not in out
 
 
-def _outputs(path: Path) -> dict[str, str]:
-    """GitHub's output file (`name<<delimiter`, the value, the delimiter), as a mapping."""
-    lines = path.read_text().splitlines()
-    return {line.split("<<")[0]: lines[at + 1] for at, line in enumerate(lines) if "<<" in line}
-
-
 def test_a_pass_gives_the_workflow_the_batchs_counts_and_the_head_its_branch_checks_passed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 62: the action's outputs a workflow can use — integrated, parked and waiting,
     cost and tokens where known, and the head that passed the branch checks."""
-    from tests.conftest import as_github_step
+    from tests.conftest import as_github_step, step_outputs
 
     repo = _project(tmp_path, _config())
     run_pass(repo)
@@ -323,7 +317,7 @@ def test_a_pass_gives_the_workflow_the_batchs_counts_and_the_head_its_branch_che
     as_github_step(monkeypatch, tmp_path)
     code, _, err = run_cli(capsys, "reconcile", "init", "--repo", str(repo))
     assert code == 1, err  # b parked
-    outputs = _outputs(tmp_path / "outputs")
+    outputs = step_outputs(tmp_path / "outputs")
     head = git(repo, "rev-parse", "imm/init").strip()
     assert {name: outputs[name] for name in ("integrated", "parked", "waiting")} == {
         "integrated": "1", "parked": "1", "waiting": "0"}  # fmt: skip

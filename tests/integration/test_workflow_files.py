@@ -14,6 +14,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from imm_action.scaffold.pins import pinned
+from imm_action.verify.check_setup import READY
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("imm-*.yml"))
@@ -98,14 +99,23 @@ def test_the_lane_job_checks_out_without_credentials_and_carries_the_task_in_its
     assert checkout["with"]["persist-credentials"] is False
 
 
-def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
+def _job_steps(command: str) -> list[dict[str, Any]]:
+    """The action's steps a `command` job may run: its own, and the cache steps around its
+    work (their conditions name the fetch step's outputs)."""
     steps = _load(ROOT / "action.yml")["runs"]["steps"]
-    lane = [s for s in steps if "inputs.command == 'lane'" in s.get("if", "")]
+    ours = (f"inputs.command == '{command}'", "steps.fetch.", "steps.setup-ready.")
+    return [s for s in steps if any(mark in s.get("if", "") for mark in ours)]
+
+
+def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
+    lane = _job_steps("lane")
     work = next(s for s in lane if s.get("env", {}).get("IMM_COMMAND") == "lane-work")
     after = lane[lane.index(work) :]
     assert [s.get("env", {}).get("IMM_COMMAND") for s in after] == [
         "lane-work",
         "lane-bundle",
+        None,
+        "setup-ready",
         None,
     ]
     for step in after:
@@ -116,6 +126,32 @@ def test_no_lane_step_from_the_executors_on_is_given_a_token() -> None:
     assert upload["if"].startswith("always()")
     assert upload["uses"] == pinned("actions/upload-artifact")
     assert upload["with"]["name"] == "${{ steps.bundle.outputs.artifact }}"
+
+
+@pytest.mark.parametrize("command", ["lane", "verify"])
+def test_a_job_restores_what_check_setup_prepared_before_its_work_and_saves_it_only_whole(
+    command: str,
+) -> None:
+    """Issue 62 #6: restored under the fetch step's key before any check runs; saved under
+    the same key and path only where nothing was restored and imm marked the folder ready (the
+    mark `check_setup.READY`, written last), also after a failed lane."""
+    steps = _job_steps(command)
+    uses = [s.get("uses", "").partition("@")[0] for s in steps]
+    restore = steps[uses.index("actions/cache/restore")]
+    save = steps[uses.index("actions/cache/save")]
+    works = ("lane-work", "verify-run")
+    work = next(s for s in steps if s.get("env", {}).get("IMM_COMMAND") in works)
+    ready = next(s for s in steps if s.get("env", {}).get("IMM_COMMAND") == "setup-ready")
+    assert steps.index(restore) < steps.index(work) < steps.index(ready) < steps.index(save)
+    assert restore["uses"] == save["uses"].replace("/save@", "/restore@")
+    assert restore["with"] == save["with"]
+    assert "steps.fetch.outputs.setup-key" in restore["with"]["key"]
+    assert "steps.setup-restore.outputs.cache-hit != 'true'" in ready["if"]
+    assert ready["if"].startswith("always()")
+    assert save["if"].startswith("always()")
+    assert "steps.setup-ready.outputs.ready == 'true'" in save["if"]
+    script = (ROOT / "action" / "run.sh").read_text(encoding="utf-8")
+    assert f'[ -f "${{IMM_SETUP_PATH:?}}/{READY}" ]' in script
 
 
 def test_the_lane_job_may_only_read_the_repository() -> None:
@@ -187,17 +223,19 @@ def test_the_executors_model_key_reaches_the_lane_step_alone_and_a_caller_can_pa
 
 
 def test_no_verify_step_from_the_checks_on_is_given_a_token() -> None:
-    steps = _load(ROOT / "action.yml")["runs"]["steps"]
-    verify = [s for s in steps if "inputs.command == 'verify'" in s.get("if", "")]
+    verify = _job_steps("verify")
     assert [s.get("env", {}).get("IMM_COMMAND") for s in verify] == [
-        "verify-fetch",
+        "${{ inputs.command }}-fetch",
+        None,
         "verify-run",
         None,
+        "setup-ready",
+        None,
     ]
-    for step in verify[1:]:
+    for step in verify[2:]:
         given = {**step.get("env", {}), **step.get("with", {})}
         assert not [k for k, v in given.items() if "token" in f"{k}{v}".lower()], step["name"]
-    upload = verify[2]
+    upload = verify[3]
     assert upload["if"].startswith("always()")
     assert upload["uses"] == pinned("actions/upload-artifact")
     assert upload["with"]["name"] == "${{ steps.verify.outputs.artifact }}"

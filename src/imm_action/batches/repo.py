@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,6 +165,26 @@ def check_place(
     log(confinement.why)
     base = setup_at if config.check_setup else None
     return CheckPlace(confinement, path_env, config.check_setup, base, log=log)
+
+
+def setup_cache_outputs(
+    batch_repo: BatchRepo, path_env: str, setup_at: str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The step outputs a job's actions/cache steps use (issue 62 #6): where `check_setup`'s
+    result for this plan's digest is kept (`setup-path`) and the key it is saved under
+    (`setup-key`: the digest — command, the plan's lockfiles, PATH — and the runner's image,
+    so a new image installs anew). Empty without `check_setup`. The place is the one the
+    job's no-token step will choose, so the digest is the one its checks look up."""
+    place = check_place(batch_repo, path_env, lambda _: None, holds_token=False,
+                        setup_at=setup_at)  # fmt: skip
+    try:
+        folder = place.folder(batch_repo.repo)
+    finally:
+        place.close()
+    if folder is None:
+        return {"setup-key": "", "setup-path": ""}
+    image = "-".join(environ.get(name, "") for name in ("ImageOS", "ImageVersion"))
+    return {"setup-key": f"imm-check-setup-{image}-{folder.name}", "setup-path": str(folder)}
 
 
 def setup_commit(batch_repo: BatchRepo, slug: str, *, fresh: bool = False) -> str:

@@ -23,6 +23,7 @@ from imm_action.batches.repo import (
     config_warning_lines,
     open_batch_repo,
     planned_config,
+    setup_cache_outputs,
 )
 from imm_action.console import CommandIO
 from imm_action.credentials import token
@@ -86,6 +87,15 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
     if args.phase == "fetch":
         batch_repo.refs.refresh()
         _fetch_plan_commit(args, batch_repo)  # the work step holds no token to fetch it
+        if args.actions is not None:  # where the job's cache steps restore and save setup
+            state, lane = _admitted_lane(args, batch_repo.refs)
+            planned = replace(batch_repo, config=planned_config(batch_repo, state, lane.base_head))
+            write_outputs(
+                args.actions,
+                setup_cache_outputs(
+                    planned, args.environment.get("PATH", ""), state.judged_at, args.environment
+                ),
+            )
         io.warn(f"imm lane {args.task_id}: fetched batch {args.batch_id}")
         return EXIT_OK
     if args.phase == "work":

@@ -22,6 +22,7 @@ from imm_action.batches.repo import (
     config_warning_lines,
     open_batch_repo,
     planned_config,
+    setup_cache_outputs,
 )
 from imm_action.console import CommandIO
 from imm_action.errors import EXIT_OK, UsageError
@@ -67,6 +68,14 @@ def run(args: VerifyArgs, ports: Ports) -> int:
             f"{len(shard.checks)} checks up to {fanned.top[:12]}"
         )
         if args.phase == "fetch":
+            if args.actions is not None:  # where the job's cache steps restore and save setup
+                planned = replace(batch_repo, config=planned_config(batch_repo, state, None))
+                write_outputs(
+                    args.actions,
+                    setup_cache_outputs(
+                        planned, args.environment.get("PATH", ""), state.judged_at, args.environment
+                    ),
+                )
             return EXIT_OK
     if args.verdicts is None:
         raise UsageError("imm verify --phase run needs --verdicts DIR")

@@ -20,6 +20,7 @@ from imm_action.credentials import token_folder
 from imm_action.model.config import SandboxMode
 from imm_action.sandbox.confine import (
     NOT_CONFINED,
+    TREE_SEEN_AT,
     UNCONFINED_PREFIX,
     Confinement,
     SandboxError,
@@ -100,7 +101,7 @@ def choose_confinement(
     sandbox = Confinement(
         bwrap, "lane code runs in a bubblewrap sandbox", hidden=hidden, writable=writable,
         exposed=shown, check_network=check_network,
-        tree_at=str(git_folders[0] / "imm" / "tree") if git_folders else None,
+        tree_at=TREE_SEEN_AT,
         toolchain=tuple(dict.fromkeys([*view.shown, *toolchains.shown])), private=view.private,
         homes=view.homes, toolchains=toolchains, user_home=str(home),
         tmpfs_bytes=default_tmpfs_bytes() if tmpfs_mb is None else tmpfs_mb << 20,

@@ -108,9 +108,10 @@ class Confinement:
     tmpfs_bytes: int = 1 << 30  # the size of /tmp and /var/tmp (`sandbox_tmpfs_mb`)
     exposed: tuple[str, ...] = ()  # the config's sandbox_expose, absolute
     check_network: bool = True
-    # where a command sees its tree: one path for every tree (under the hidden git folder), so
-    # what `check_setup` left in its tree (a venv's scripts name their interpreter by path, an
-    # editable install its source) works in every check's; None: at the tree's own path
+    # where a command sees its tree: one path for every tree (`TREE_SEEN_AT`), so what
+    # `check_setup` left in its tree (a venv's scripts name their interpreter by path, an
+    # editable install its source) works in every check's, in every job and on every runner
+    # (restored from a cache, issue 62 #6); None: at the tree's own path
     tree_at: str | None = None
     # the sudo path: where environment files are written (0700, imm's)
     env_folder: Path | None = field(default=None, compare=False)
@@ -131,11 +132,15 @@ class Confinement:
                     exposed.append((path, os.path.relpath(path, self.user_home)))
         return (*self.toolchains.in_home, *exposed)
 
-    def own_home_binds(self, home: Path, more: Sequence[tuple[str, str]] = ()) -> list[Bind]:
-        """The binds that show `home_binds` (and `more`) inside a command's own `home`, and
-        the files written there (Maven's settings without credentials) at the user's home as
-        well: Java takes `user.home` from the account, never from `$HOME`."""
-        binds = [Bind(Path(source), str(home / relative))
+    def own_home_binds(
+        self, home: Path, more: Sequence[tuple[str, str]] = (), seen_at: str | None = None
+    ) -> list[Bind]:
+        """The binds that show `home_binds` (and `more`) inside a command's own `home` (seen
+        at `seen_at`, or at its own path), and the files written there (Maven's settings
+        without credentials) at the user's home as well: Java takes `user.home` from the
+        account, never from `$HOME`."""
+        seen = Path(seen_at or home)
+        binds = [Bind(Path(source), str(seen / relative))
                  for source, relative in (*more, *self.home_binds())]  # fmt: skip
         if self.user_home is not None:
             binds += [Bind(home / relative, os.path.join(self.user_home, relative))
@@ -283,6 +288,11 @@ class Confinement:
         return Path(name)
 
 
+# Where lane code sees its tree, and `check_setup` its home, in the sandbox: paths of the
+# sandbox's own root, the same in every job and on every runner, so what setup prepared (which
+# names them) works wherever its folder is restored (issue 62 #6)
+TREE_SEEN_AT = "/imm/tree"
+SETUP_HOME_SEEN_AT = "/imm/setup-home"
 UNCONFINED_PREFIX = "lane code runs unconfined: "
 NOT_CONFINED = Confinement(None, f"{UNCONFINED_PREFIX}`sandbox: none` in the config")
 

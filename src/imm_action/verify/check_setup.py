@@ -7,11 +7,14 @@ the sandbox, in a checkout of the commit the plan was made from — never a lane
 a batch head holding what lanes wrote — with the network settings an installer needs and the
 user's package-manager settings (`~/.npmrc`, pip's config: setup runs the plan's trusted
 config; lane code never sees them). Its result is kept under `<git common dir>/imm/setup/
-<digest>`, the digest of the command, the plan's lockfiles and the PATH, and reused by every
-later run while they are unchanged:
+<digest>`, the digest of the command, the plan's lockfiles, the PATH and where setup's home
+and tree are seen, and reused by every later run while they are unchanged; on GitHub a job
+restores it from actions/cache and saves it once it is `READY` (decision 0069):
 
 - what it leaves in its home (a venv at `$HOME/.venv`, `pip install --user` into
-  `$HOME/.local`) is on every check's PATH, shown read-only in each check's own home;
+  `$HOME/.local`) is on every check's PATH, shown read-only in each check's own home. In the
+  sandbox setup sees that home at `SETUP_HOME_SEEN_AT`, as checks do, so what it installs
+  names no path of this runner and works restored on another;
 - what it leaves in its tree that git does not track (`node_modules`, an in-tree `.venv`,
   `vendor/`) is bound read-only at the same place in every check's tree. Every command sees
   its tree at one path (`Confinement.tree_at`), so a venv's scripts and an editable install
@@ -41,7 +44,7 @@ from pydantic import BaseModel
 from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import CheckResult
-from imm_action.sandbox.confine import NOT_CONFINED, Bind, Confinement
+from imm_action.sandbox.confine import NOT_CONFINED, SETUP_HOME_SEEN_AT, Bind, Confinement
 from imm_action.verify.command_run import Sandbox, run_command
 from imm_action.verify.trees import checked_out
 
@@ -71,6 +74,7 @@ LOCKFILES = frozenset(
 _SETTINGS = ((".npmrc", "NPM_CONFIG_USERCONFIG"), (".config/pip/pip.conf", "PIP_CONFIG_FILE"),
              (".pip/pip.conf", "PIP_CONFIG_FILE"))  # fmt: skip
 _RECORD = "setup.json"
+READY = "ready"  # in a folder whose setup passed and is whole (what a job may save)
 
 
 class SetupRecord(BaseModel):
@@ -124,16 +128,31 @@ class CheckPlace:
                 self._found = found
             return found
 
+    def folder(self, repo: GitRepo) -> Path | None:
+        """Where setup's result for this digest is kept (None: no `check_setup`): what a
+        GitHub job restores from actions/cache before its checks, and saves after them when
+        `READY` is in it (issue 62 #6)."""
+        if self.setup is None or self.setup_tree is None:
+            return None
+        return repo.common_directory() / "imm" / "setup" / self._digest(repo)
+
     def _prepare(self, repo: GitRepo) -> Prepared | CheckResult:
-        folder = repo.common_directory() / "imm" / "setup" / self._digest(repo)
+        folder = self.folder(repo)
+        assert folder is not None  # `prepared` asks only with setup set
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one runner of setup, across processes too
             record = _read_record(folder / _RECORD)
-            reused = record is not None and (record.result.passed or record.run == self.run_id)
+            # a passed setup is whole only once READY is written (a restored cache, a run
+            # killed after its record): without it, setup runs again
+            whole = record is not None and record.result.passed and (folder / READY).exists()
+            reused = whole or (record is not None and record.run == self.run_id)
             if record is None or not reused:
+                (folder / READY).unlink(missing_ok=True)
                 record = self._run(repo, folder)
                 (folder / _RECORD).write_text(record.model_dump_json())
+                if record.result.passed:  # written last: a folder with it is whole
+                    (folder / READY).touch()
                 if self.log is not None:
                     result = record.result
                     how = "passed" if result.passed else f"failed ({_ending(result)})"
@@ -153,9 +172,17 @@ class CheckPlace:
         """Of what decides setup's result: the command, the base's lockfiles, the PATH and
         where trees are seen."""
         entries = repo.tree_entries(self.setup_tree or "", sorted(LOCKFILES), recursive=False)
-        parts = [self.setup or "", self.path_env, self.confinement.tree_at or "",
+        parts = [self.setup or "", self.path_env, self._seen_from(repo),
                  *(f"{path}={entry.oid}" for path, entry in sorted(entries.items()))]  # fmt: skip
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+    def _seen_from(self, repo: GitRepo) -> str:
+        """Where setup's home and tree are seen, which what it installs names: in the sandbox
+        the same paths on every runner (what a GitHub job restores works in the next); else
+        their own, in this repository's folder."""
+        if self.confinement.active:
+            return f"{SETUP_HOME_SEEN_AT}:{self.confinement.tree_at}"
+        return str(repo.common_directory())
 
     def _run(self, repo: GitRepo, folder: Path) -> SetupRecord:
         for part in ("home", "tree"):
@@ -170,7 +197,8 @@ class CheckPlace:
         with checked_out(repo, self.setup_tree or "") as checkout:
             sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [],
                               confinement=self.confinement, extra=extra,
-                              binds=(Bind(cache, str(cache), writable=True), *binds))  # fmt: skip
+                              binds=(Bind(cache, str(cache), writable=True), *binds),
+                              home_at=SETUP_HOME_SEEN_AT)  # fmt: skip
             with checkout.untrusted():
                 result = run_command(sandbox, "check_setup", command, ())
             left: list[str] = []

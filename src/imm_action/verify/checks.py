@@ -17,7 +17,7 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.plan.glob import scope_covers
-from imm_action.sandbox.confine import Bind, Confinement
+from imm_action.sandbox.confine import SETUP_HOME_SEEN_AT, Bind, Confinement
 from imm_action.verify.check_queue import (
     Fresh,
     Queued,
@@ -246,8 +246,11 @@ def _check_sandbox(
     binds: list[Bind] = []
     in_home: list[tuple[str, str]] = []
     if prepared.home is not None:
-        # at its own path too: a venv's scripts name their interpreter by it
+        # where setup saw it (its venv's scripts name their interpreter by that path), and
+        # at its own path, where the PATH names its programs
         binds.append(Bind(prepared.home, str(prepared.home)))
+        if confinement.active:
+            binds.append(Bind(prepared.home, SETUP_HOME_SEEN_AT))
         in_home = _setup_home_entries(prepared.home, confinement)
     seen_at = confinement.tree_at if confinement.active else None
     for name, kept in prepared.binds:

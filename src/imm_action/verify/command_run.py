@@ -62,6 +62,9 @@ class Sandbox:
     # more of the host shown read-only inside `home`: (source, relative) — what `check_setup`
     # left in its home, seen in each check's own
     home_binds: tuple[tuple[str, str], ...] = ()
+    # where `home` is seen inside the sandbox (None: at its own path): setup's, at one path
+    # everywhere, so what it installs there names no path of this runner (issue 62 #6)
+    home_at: str | None = None
 
     @property
     def seen_at(self) -> str | None:
@@ -70,18 +73,18 @@ class Sandbox:
 
     def environment(self) -> dict[str, str]:
         tmp = self.home / "tmp"
-        cache = self.home / ".cache"
         tmp.mkdir(parents=True, exist_ok=True)
-        cache.mkdir(parents=True, exist_ok=True)
+        (self.home / ".cache").mkdir(parents=True, exist_ok=True)
         toolchains = self.confinement.toolchains
         in_home = (*self.home_binds, *self.confinement.home_binds())
         populate_home(self.home, in_home, toolchains.files, confined=self.confinement.active)
+        home = self._home_seen
         return {
             "PATH": self.path_env,
-            "HOME": str(self.home),
+            "HOME": home,
             # in the sandbox, /tmp is the command's own (nothing it leaves there outlives it)
             "TMPDIR": "/tmp" if self.confinement.active else str(tmp),
-            "XDG_CACHE_HOME": str(cache),
+            "XDG_CACHE_HOME": os.path.join(home, ".cache"),
             **dict(QUIET),
             **dict(toolchains.variables),
             **dict(self.extra),
@@ -90,7 +93,6 @@ class Sandbox:
     def confined(self, cwd: Path) -> Confined:
         """The command's place in the sandbox: its tree writable at `seen_at`, its home
         writable, `binds` as given, what its home shows of the host read-only."""
-        writable = [self.home]
         tree: Mount = (
             Bind(self.root, self.seen_at or str(self.root), writable=True)
             if self.overlay is None
@@ -98,12 +100,16 @@ class Sandbox:
         )
         binds = (
             tree,
-            *(Bind(folder, str(folder), writable=True) for folder in writable),
+            Bind(self.home, self._home_seen, writable=True),
             *self.binds,
-            *self.confinement.own_home_binds(self.home, self.home_binds),
+            *self.confinement.own_home_binds(self.home, self.home_binds, self._home_seen),
         )
         return Confined(self.confinement, binds, inside(cwd, self.root, self.seen_at),
                         network=self.network)  # fmt: skip
+
+    @property
+    def _home_seen(self) -> str:
+        return self.home_at if self.home_at and self.confinement.active else str(self.home)
 
 
 def run_command(
