@@ -22,6 +22,7 @@ from imm_action.model.state import BatchRunState
 from imm_action.sandbox.choice import choose_confinement
 from imm_action.sandbox.confine import Confinement
 from imm_action.sandbox.leftovers import remove_left_by_dead
+from imm_action.sandbox.proxy import NetworkReach
 from imm_action.verify.check_setup import SCRATCH_PREFIX, CheckPlace, scratch_root
 from imm_action.workspace import (
     load_config,
@@ -163,8 +164,11 @@ def check_place(
     remove_left_by_dead(scratch_root(batch_repo.repo), SCRATCH_PREFIX)
     confinement = confinement_for(batch_repo, holds_token=holds_token)
     log(confinement.why)
+    reach = NetworkReach(config.check_network, "check_network", confined=confinement.active)
+    if reach.unheld:
+        log("check_network lists hosts, but checks run unconfined here: the list is not held")
     base = setup_at if config.check_setup else None
-    return CheckPlace(confinement, path_env, config.check_setup, base, log=log)
+    return CheckPlace(confinement, path_env, config.check_setup, base, log=log, reach=reach)
 
 
 def setup_cache_outputs(
@@ -206,6 +210,7 @@ def confinement_for(batch_repo: BatchRepo, *, holds_token: bool) -> Confinement:
     folders = list(dict.fromkeys([repo.common_directory(), repo.git_directory()]))
     return choose_confinement(
         mode, holds_credential=holds_token or config.integration_isolation == "user",
-        git_folders=folders, exposed=config.sandbox_expose, check_network=config.check_network,
+        git_folders=folders, exposed=config.sandbox_expose,
+        check_network=config.check_network == "open",
         tmpfs_mb=config.sandbox_tmpfs_mb,
     )  # fmt: skip

@@ -168,6 +168,7 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
         plan_paths=plan_paths(state, config_path())
         | frozenset(BranchGate(branch_checks_of(batch_repo.config)).scripts),
         executor_report=batch_repo.config.executor_report,
+        lane_network=batch_repo.config.lane_network,
         spend_file=spend_file_of(args.log) if args.log else None,
     )
     log: TextIO = args.log.open("a", encoding="utf-8", buffering=1) if args.log else sys.stdout

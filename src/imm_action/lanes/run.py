@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from imm_action.lanes.step import LaneCommands
 from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
+from imm_action.model.network import NetworkMode, refused_line
 from imm_action.model.outcome import (
     OUTCOME_CONTRACT,
     CheckResult,
@@ -50,10 +52,12 @@ from imm_action.sandbox.confine import (
     Confined,
     Confinement,
     Mount,
+    NetworkAccess,
     named_folders,
 )
+from imm_action.sandbox.proxy import CommandReach, NetworkReach
 from imm_action.sandbox.toolchains import populate_home
-from imm_action.text import clean_text, listed
+from imm_action.text import clean_text, listed, plural
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.failures import check_failures
 from imm_action.verify.overlays import OverlayTree, taken_tree
@@ -87,6 +91,8 @@ class LaneSpec:
     # Where the lane keeps what its agent runs cost so far, for the runner that started it to
     # count against the batch's budget while the lane works (`imm run`); None: nobody reads it.
     spend_file: Path | None = None
+    # what the executor and `lane_setup` reach (issue 60): open, none, or a list's hosts
+    lane_network: NetworkMode | list[str] = "open"
 
 
 @dataclass(frozen=True)
@@ -118,19 +124,44 @@ def run_lane(
     # A tree complete and clean at the lane base whatever the last lane did, held until the lane
     # is done: an overlay over the pool's base where the sandbox mounts one (overlays.py: it
     # costs the diff from the base), else a slot of the pool, left for the next holder to move.
-    with taken_tree(repo, spec.base_head, confinement, lane=True) as checkout:
+    reach = NetworkReach(spec.lane_network, "lane_network", confined=confinement.active)
+    if reach.unheld:
+        print("imm: lane_network lists hosts, but lane code runs unconfined here: the list is "
+              "not held", file=log, flush=True)  # fmt: skip
+    with (
+        contextlib.closing(reach),
+        reach.command(spec.task_id) as lane_reach,
+        taken_tree(repo, spec.base_head, confinement, lane=True) as checkout,
+    ):
         lane_repo = _lane_repository(repo, checkout)
         lane_repo.create(spec.base_head, lane_branch(spec.slug, spec.task_id))
         lane = _Lane(
             spec, repo, lane_repo, checkout, verifier, log, git_date, masker_for(environment),
-            confinement,
+            confinement, lane_reach.network,
         )  # fmt: skip
         try:
             outcome = lane.work(environment)
         finally:
             checkout.drop_lane()  # the files stay for the next holder to move
+    outcome = _with_refusals(outcome, lane_reach, log)
     commit = publish_outcome(refs, spec.slug, outcome, git_date())
     return LaneResult(outcome, commit)
+
+
+def _with_refusals(outcome: LaneOutcome, reach: CommandReach, log: TextIO) -> LaneOutcome:
+    """Each host `lane_network` refused the executor or `lane_setup`, in the lane's log (host,
+    port, when, how often) and on their failures, with the line that allows it."""
+    for refusal in reach.refused:
+        when = time.strftime("%H:%M:%S", time.gmtime(refusal.first))
+        said = refused_line("lane_network", refusal.host, refusal.port)
+        print(f"imm: refused at {when} UTC ({plural(refusal.count, 'time')}): {said}", file=log,
+              flush=True)  # fmt: skip
+    if not reach.blocked:
+        return outcome
+    failures = [failure.model_copy(update={"blocked_hosts": reach.blocked})
+                if failure.step in ("executor", "lane_setup") else failure
+                for failure in outcome.failures]  # fmt: skip
+    return outcome.model_copy(update={"failures": failures})
 
 
 def _lane_repository(repo: GitRepo, tree: CheckoutTree | OverlayTree) -> LaneRepository:
@@ -152,6 +183,7 @@ class _Lane:
     git_date: Callable[[], str]
     mask: Masker = NO_MASK
     confinement: Confinement = NOT_CONFINED
+    network: NetworkAccess = True  # the executor's and lane_setup's (lane_network)
     # each executor run's report of itself, every attempt's (issue 45)
     runs: list[AgentRun] = field(default_factory=list)
 
@@ -249,7 +281,8 @@ class _Lane:
             binds.append(Bind(self.prompt, self._seen(PROMPT_FILE)))
         binds += self.confinement.own_home_binds(self.home)
         shown = named_folders(argv, self.confinement)
-        return Confined(self.confinement, tuple(binds), self.tree_at, shown=shown)
+        return Confined(self.confinement, tuple(binds), self.tree_at, network=self.network,
+                        shown=shown)  # fmt: skip
 
     def _attempts(
         self, intent: TaskIntent, checks: list[Check], env: dict[str, str]

@@ -27,6 +27,7 @@ from imm_action.model.descriptor import (
     ReadPaths,
     ReportPath,
 )
+from imm_action.model.network import NetworkPolicy
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
 from imm_action.model.spend import ExecutorReport, Usd
@@ -225,7 +226,12 @@ class RepoConfig(_ConfigModel):
     # Paths lane code may see that the sandbox hides by default (an agent's own config folder,
     # `~/.claude`): shown read-only, and copied into an executor's own home.
     sandbox_expose: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    check_network: bool = True  # false: checks run without a network
+    # What network lane code reaches (issue 60, decision 0070): `open` (the host's), `none`, or
+    # a list of hosts (`api.anthropic.com`, `*.pythonhosted.org`, `registry.npmjs.org:443`)
+    # reached only through imm's proxy. `lane_network`: executors and `lane_setup`;
+    # `check_network`: checks and `check_setup` (`true`/`false` are `open`/`none`).
+    lane_network: NetworkPolicy = "open"
+    check_network: NetworkPolicy = "open"
     # The size of each sandboxed command's own /tmp and /var/tmp, in MiB (ADR 0059); unset: an
     # eighth of the machine's memory, between 64 MiB and 1 GiB.
     sandbox_tmpfs_mb: Annotated[int, Field(ge=16, le=1 << 20)] | None = None
@@ -290,7 +296,8 @@ class RepoConfig(_ConfigModel):
 # their network, `sanbox: sudo` the sandbox as it was. An unknown key one edit away from one
 # of these is refused, not warned about (ADR 0060).
 GATING_KEYS = frozenset(
-    {"sandbox", "sandbox_expose", "check_network", "check_setup", "barrier_files",
+    {"sandbox", "sandbox_expose", "check_network", "lane_network", "check_setup",
+     "barrier_files",
      "max_children", "qa_failure_limit", "integration_isolation", "executor_env",
      "branch_checks", "held_checks", "max_cost_usd"}
 )  # fmt: skip

@@ -43,6 +43,12 @@ ChangedPaths = Annotated[
 Tail = Annotated[str, Field(max_length=FAILURE_TAIL_BYTES), AfterValidator(clean_text)]
 
 
+MAX_BLOCKED_HOSTS = 50  # the proxy keeps as many distinct refusals per command
+BlockedHosts = Annotated[
+    list[Annotated[str, Field(max_length=270)]], Field(max_length=MAX_BLOCKED_HOSTS)
+]
+
+
 class CheckResult(StrictModel):
     """One descriptor run: passed iff exit 0, in time, within the output cap, tree unchanged."""
 
@@ -65,6 +71,8 @@ class CheckResult(StrictModel):
     # Tests that passed on the verified head and do not on this tree (missing, skipped,
     # xfailed, failed), each with how: set by the integrator's judgement, which then fails it.
     lost_tests: NamedTests = Field(default_factory=list)
+    # What the network list refused it (issue 60): each `host:port` once, first asked first
+    blocked_hosts: BlockedHosts = Field(default_factory=list)
 
 
 class Failure(StrictModel):
@@ -81,6 +89,7 @@ class Failure(StrictModel):
     output_tail: Tail  # at most FAILURE_TAIL_LINES lines
     failed_tests: NamedTests = Field(default_factory=list)  # what its test report says failed
     lost_tests: NamedTests = Field(default_factory=list)  # passed on the head, no longer
+    blocked_hosts: BlockedHosts = Field(default_factory=list)  # the network list refused
 
 
 MAX_FINDINGS = 256

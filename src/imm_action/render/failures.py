@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from imm_action.model.ledger import lost_line
+from imm_action.model.network import refused_line
 from imm_action.model.outcome import Failure
 from imm_action.model.report import ReportChild
 from imm_action.render.inert import inert_html, longest_backticks
@@ -53,10 +54,16 @@ def failure_text(failure: Failure, indent: str = "", most: int | None = None) ->
 
 def ledger_lines(failure: Failure, indent: str = "") -> list[str]:
     """What its test report says of a failed check (issue 58): the tests that failed. (The
-    tests it lost, where it exited 0, are how it ended; else its failures say why.)"""
-    if not failure.failed_tests:
-        return []
-    return [f"{indent}  failed tests: {', '.join(failure.failed_tests)}"]
+    tests it lost, where it exited 0, are how it ended; else its failures say why.) And each
+    host the network list refused it, with the line that allows it (issue 60)."""
+    lines = []
+    if failure.failed_tests:
+        lines.append(f"{indent}  failed tests: {', '.join(failure.failed_tests)}")
+    key = "lane_network" if failure.step in ("executor", "lane_setup") else "check_network"
+    for host in failure.blocked_hosts:
+        name, _, port = host.rpartition(":")
+        lines.append(f"{indent}  refused: {refused_line(key, name.strip('[]'), int(port))}")
+    return lines
 
 
 def _output_lines(output: Sequence[str], indent: str, whose: str = "its output") -> list[str]:

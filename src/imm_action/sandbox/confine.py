@@ -49,11 +49,27 @@ from imm_action.sandbox.view import (
 )
 
 ENV_EXEC = Path(__file__).with_name("env_exec.py")
+BRIDGE = Path(__file__).with_name("bridge.py")
+_BRIDGE_INSIDE = "/run/.imm-bridge.py"
+_EGRESS_INSIDE = "/run/.imm-egress.sock"
+EGRESS_PORT = 3128  # the sandbox's own loopback port its proxy is seen at
 _SETPRIV = "/usr/bin/setpriv"
 _ENV_INSIDE = "/tmp/.imm-env.json"  # where the sudo path's environment file is seen
 _ENV_EXEC_INSIDE = "/tmp/.imm-env-exec.py"
 _SMALL_TMPFS_BYTES = 64 << 20
 _SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@dataclass(frozen=True)
+class Egress:
+    """A command's network by a list of hosts: none of the host's, but its proxy's socket
+    (proxy.py), which `bridge.py` serves at `EGRESS_PORT` of the sandbox's loopback."""
+
+    socket: Path
+
+
+# True: the host's network; False: none; Egress: the proxy's hosts alone
+NetworkAccess = bool | Egress
 
 
 class SandboxError(UsageError):
@@ -170,13 +186,19 @@ class Confinement:
         *,
         binds: Sequence[Mount],
         cwd: str,
-        network: bool = True,
+        network: NetworkAccess = True,
         shown: Sequence[str] = (),
     ) -> list[str]:
         """`argv` inside the sandbox with `binds` in its empty root (`layout`); run it with
-        `env` as its environment (on the sudo path, `env` goes through a file)."""
+        `env` as its environment (on the sudo path, `env` goes through a file). With `Egress`,
+        `argv` runs behind `bridge.py`, in a network namespace of its own."""
         if self.bwrap is None:
             raise SandboxError("no sandbox here: " + self.why)
+        if isinstance(network, Egress):
+            binds = [*binds, Bind(network.socket, _EGRESS_INSIDE), Bind(BRIDGE, _BRIDGE_INSIDE)]
+            argv = [_python(), "-I", "-S", _BRIDGE_INSIDE, _EGRESS_INSIDE, str(EGRESS_PORT),
+                    "--", *argv]  # fmt: skip
+            network = False
         if not self.elevate:
             layout = self.layout(binds, network=network, shown=shown)
             return [self.bwrap, *layout, "--chdir", cwd, "--", *argv]
@@ -187,8 +209,7 @@ class Confinement:
         # (an install under $RUNNER_TEMP); any Python 3 runs the reader
         env_binds = [Bind(self._env_file(env), _ENV_INSIDE), Bind(ENV_EXEC, _ENV_EXEC_INSIDE)]
         layout = self.layout([*binds, *env_binds], network=network, shown=shown)
-        python = _SYSTEM_PYTHON if os.access(_SYSTEM_PYTHON, os.X_OK) else sys.executable
-        return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, python,
+        return [*self.elevate, self.bwrap, *layout, "--chdir", cwd, "--", *drop, _python(),
                 "-I", "-S", _ENV_EXEC_INSIDE, _ENV_INSIDE, *argv]  # fmt: skip
 
     def layout(
@@ -319,6 +340,12 @@ def _folders_to(target: str, tmpfs: Sequence[str], made: set[str]) -> list[str]:
     return args
 
 
+def _python() -> str:
+    """The Python that runs imm's helpers inside (env_exec.py, bridge.py): the system's,
+    which the sandbox always shows, else imm's own (shown too)."""
+    return _SYSTEM_PYTHON if os.access(_SYSTEM_PYTHON, os.X_OK) else sys.executable
+
+
 def named_folders(argv: Sequence[str], confinement: Confinement) -> tuple[str, ...]:
     """What a trusted command line (the configured executor, `lane_setup`) names by absolute
     path where the sandbox would hide it, shown read-only (view.py `shown_for_command`): a
@@ -335,7 +362,7 @@ class Confined:
     confinement: Confinement
     binds: tuple[Mount, ...]
     cwd: str  # inside
-    network: bool = True
+    network: NetworkAccess = True
     shown: tuple[str, ...] = ()  # folders shown read-only beneath what is hidden
 
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:

@@ -45,6 +45,7 @@ from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import CheckResult
 from imm_action.sandbox.confine import NOT_CONFINED, SETUP_HOME_SEEN_AT, Bind, Confinement
+from imm_action.sandbox.proxy import CommandReach, NetworkReach
 from imm_action.verify.command_run import Sandbox, run_command
 from imm_action.verify.trees import checked_out
 
@@ -107,6 +108,8 @@ class CheckPlace:
     setup_tree: str | None = None  # the commit setup runs in (the base)
     log: Callable[[str], None] | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # what checks and check_setup reach (`check_network`; None: the confinement's own word)
+    reach: NetworkReach | None = None
     _found: Prepared | None = field(default=None, repr=False)
     # the verifier's threads ask at once: one of them looks
     _looking: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -114,6 +117,17 @@ class CheckPlace:
     def close(self) -> None:
         """The run is over (what setup prepared stays for the next run)."""
         self.confinement.close()
+        if self.reach is not None:
+            self.reach.close()
+
+    @contextlib.contextmanager
+    def network(self, label: str) -> Iterator[CommandReach]:
+        """The network of one check (or setup) while it runs; what it was refused after."""
+        if self.reach is None:
+            yield CommandReach(self.confinement.check_network)
+            return
+        with self.reach.command(label) as reach:
+            yield reach
 
     def prepared(self, repo: GitRepo) -> Prepared | CheckResult:
         """What checks run with, setup run first where it has not run for this digest; its
@@ -194,13 +208,18 @@ class CheckPlace:
         cache = repo.common_directory() / "imm" / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         extra, binds = _installer_settings(cache)
-        with checked_out(repo, self.setup_tree or "") as checkout:
+        with (
+            checked_out(repo, self.setup_tree or "") as checkout,
+            self.network("check_setup") as reach,
+        ):
             sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [],
                               confinement=self.confinement, extra=extra,
                               binds=(Bind(cache, str(cache), writable=True), *binds),
-                              home_at=SETUP_HOME_SEEN_AT)  # fmt: skip
+                              home_at=SETUP_HOME_SEEN_AT, network=reach.network)  # fmt: skip
             with checkout.untrusted():
                 result = run_command(sandbox, "check_setup", command, ())
+        if reach.blocked:
+            result = result.model_copy(update={"blocked_hosts": reach.blocked})
             left: list[str] = []
             if result.passed:
                 left = _keep_what_it_left(checkout.untracked(), checkout.root, folder / "tree")

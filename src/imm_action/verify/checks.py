@@ -7,7 +7,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -228,7 +228,7 @@ class Verifier:
             fresh = _fresh_view(checkout, tree, scratch, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
-                return _run_in(sandbox, environment, group, fresh)
+                return _run_in(sandbox, environment, group, fresh, place)
 
 
 def _check_sandbox(
@@ -264,7 +264,7 @@ def _check_sandbox(
     if isinstance(tree, OverlayTree) and seen_at is not None:
         overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
     return Sandbox(root, home, prepared.path_env, tree.changed, confinement=confinement,
-                   binds=tuple(binds), network=confinement.check_network,
+                   binds=tuple(binds),
                    overlay=overlay, entry_kind=entry_kind,
                    home_binds=tuple(in_home))  # fmt: skip
 
@@ -340,7 +340,11 @@ def _fresh_view(
 
 
 def _run_in(
-    sandbox: Sandbox, environment: DescriptorEnvironment, group: list[Check], fresh: Fresh
+    sandbox: Sandbox,
+    environment: DescriptorEnvironment,
+    group: list[Check],
+    fresh: Fresh,
+    place: CheckPlace,
 ) -> list[tuple[Check, CheckResult]]:
     """The group's checks one after another, each on a fresh view of the tree; a `prepare`
     runs before each (its work would otherwise be what one check leaves the next)."""
@@ -349,12 +353,17 @@ def _run_in(
     for position, check in enumerate(group):
         if position:
             fresh()
-        if environment.prepare is not None:
-            prepared = run_command(sandbox, "prepare", environment.prepare, writable)
-            if not prepared.passed:
-                results.append((check, _prepare_failed(check, prepared)))
-                continue
-        results.append((check, run_check(sandbox, check.check_id, check.descriptor, writable)))
+        with place.network(check.check_id) as reach:
+            reached = replace(sandbox, network=reach.network)
+            if environment.prepare is not None:
+                prepared = run_command(reached, "prepare", environment.prepare, writable)
+                if not prepared.passed:
+                    results.append((check, _prepare_failed(check, prepared)))
+                    continue
+            result = run_check(reached, check.check_id, check.descriptor, writable)
+        if reach.blocked:  # what the network list refused it (issue 60)
+            result = result.model_copy(update={"blocked_hosts": reach.blocked})
+        results.append((check, result))
     return results
 
 

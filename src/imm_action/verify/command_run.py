@@ -27,6 +27,7 @@ from imm_action.sandbox.confine import (
     Confined,
     Confinement,
     Mount,
+    NetworkAccess,
     Overlay,
     inside,
 )
@@ -53,7 +54,7 @@ class Sandbox:
     confinement: Confinement = NOT_CONFINED  # the sandbox (confine.py); inactive: a reaper
     extra: tuple[tuple[str, str], ...] = ()  # more variables (setup's network settings)
     binds: tuple[Bind, ...] = ()  # more paths seen inside (setup's home and tree, read-only)
-    network: bool = True
+    network: NetworkAccess = True
     # an overlay tree (overlays.py): mounted at `seen_at` in place of `root`, whose files are
     # nowhere on the host; what a path of it is (`dir`, `file`, `exec`, `link`, None) is read
     # from its git tree

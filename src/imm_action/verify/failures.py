@@ -33,6 +33,7 @@ def check_failure(check: Check, result: CheckResult, mask: Masker = NO_MASK) -> 
         output_tail=mask(last_lines(result.output_tail)),
         failed_tests=[mask(test) for test in result.failed_tests],
         lost_tests=[mask(test) for test in result.lost_tests],
+        blocked_hosts=list(result.blocked_hosts),
     )
 
 
