@@ -153,8 +153,11 @@ class EgressProxy:
     def close(self) -> None:
         for socket in list(self._listeners):
             self.stop(socket)
+        self._call(_cancel_the_rest())  # connections still open end with the run
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def _call(self, coroutine: object) -> object:
@@ -169,7 +172,10 @@ class EgressProxy:
                 await _answer(writer, 503, "imm: too many connections at once")
                 return
             async with listener.slots:
-                await self._serve(listener, reader, writer)
+                try:
+                    await self._serve(listener, reader, writer)
+                finally:
+                    writer.close()
 
         server = await asyncio.start_unix_server(serve, path=str(path), limit=MAX_HEAD)
         os.chmod(path, 0o600)
@@ -218,9 +224,10 @@ class EgressProxy:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
             upstream_writer.write(send)
-        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
-        writer.close()
-        upstream_writer.close()
+        try:
+            await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+        finally:
+            upstream_writer.close()
 
     async def _open(
         self, host: str, port: int
@@ -295,6 +302,14 @@ async def _pipe(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> N
             await target.drain()
         if target.can_write_eof():
             target.write_eof()
+
+
+async def _cancel_the_rest() -> None:
+    here = asyncio.current_task()
+    rest = [task for task in asyncio.all_tasks() if task is not here]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
 
 
 async def _closed(server: asyncio.AbstractServer) -> None:
