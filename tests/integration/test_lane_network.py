@@ -87,8 +87,8 @@ def _check_run(
 def test_a_check_reaches_a_listed_host_over_connect_and_plain_http_and_no_other(
     tmp_path: Path, port: int
 ) -> None:
-    asks = [("plain", f"http://allowed.test:{port}/"), ("connect", f"http://allowed.test:{port}/"),
-            ("plain", f"http://other.test:{port}/"), ("connect", f"http://other.test:{port}/")]  # fmt: skip
+    asks = [(how, f"http://{host}:{port}/") for host in ("allowed.test", "other.test")
+            for how in ("plain", "connect")]  # fmt: skip
     said, result = _check_run(tmp_path, ["allowed.test"], asks)
     assert said[f"plain http://allowed.test:{port}/"] == f"200 hello from allowed.test:{port}"
     assert said[f"connect http://allowed.test:{port}/"].startswith("200 hello from allowed.test")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from imm_action.integrate.reasons import OPEN_LANE_NETWORK
 from imm_action.render import job_summary
 from imm_action.sandbox import choice, confine
 from tests.batch_helpers import current, make_project
@@ -49,18 +50,39 @@ def test_a_batch_whose_lane_code_ran_unconfined_says_so_everywhere(
     assert LINE in json.loads(out)["unconfined"]
 
 
-def test_a_sandboxed_batch_says_nothing_of_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _sandboxed_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config: str
+) -> tuple[Path, str]:
     behaviour = tmp_path / "behaviour.json"
     behaviour.write_text("{}")
-    repo = make_project(tmp_path / "r", {"a": []})
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("IMM_TEST_BEHAVIOUR", str(behaviour))
         code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
     assert code == 0, err
-    assert "unconfined" not in out + err
+    return repo, out + err
+
+
+def test_a_sandboxed_batch_with_a_lane_network_says_nothing_of_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo, said = _sandboxed_run(tmp_path, capsys, "lane_network: none\n")
+    assert "unconfined" not in said
+    assert "lane network" not in said
     assert current(repo).state.unconfined == []
+
+
+def test_a_batch_whose_executors_reach_any_host_says_so_where_unconfined_lanes_are_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 60: `lane_network: open` (the default) is said as unconfined lanes are."""
+    repo, said = _sandboxed_run(tmp_path, capsys, "max_parallel: 2\n")
+    assert OPEN_LANE_NETWORK in said
+    assert "unconfined" not in said
+    stored = current(repo)
+    assert stored.report is not None
+    assert stored.report.unconfined == [OPEN_LANE_NETWORK]
+    assert OPEN_LANE_NETWORK in job_summary(stored.report, stored.state, "https://github.com/o/r")
 
 
 def test_an_install_without_a_bwrap_binary_says_so_not_that_the_wheel_is_linux_only(

@@ -13,10 +13,12 @@ from imm_action.carriers.intents import IntentFile, plan_cover_warnings
 from imm_action.errors import InputError, Problem
 from imm_action.git.repo import GitRepo
 from imm_action.integrate.continuation import Stopped
+from imm_action.integrate.reasons import OPEN_LANE_NETWORK
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.local import LocalLanes
 from imm_action.lanes.runners import LaneRunners
 from imm_action.masking import NO_MASK, Masker
+from imm_action.model.config import RepoConfig
 from imm_action.model.intent import intent_path
 from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads
@@ -201,5 +203,13 @@ def pass_ports(
         clock=now,
         log=log,
         candidates=candidates,
-        unconfined=None if place is None else place.confinement.unconfined_reason,
+        unconfined=None if place is None else _unconfined(place, batch_repo.config),
     )
+
+
+def _unconfined(place: CheckPlace, config: RepoConfig) -> str | None:
+    """Why lane code runs unconfined here, else whether its executors reach any host (issue 60:
+    said where unconfined lanes are)."""
+    if place.confinement.unconfined_reason:
+        return place.confinement.unconfined_reason
+    return OPEN_LANE_NETWORK if config.lane_network == "open" else None

@@ -89,6 +89,8 @@ def demo_files(executor: str) -> dict[str, str]:
         "# imm settings for the demo\nmax_parallel: 3\nqa_failure_limit: 2\n"
         f"executor: {json.dumps(executor)}\n"
         f"branch_checks:\n  - name: suite\n    command: {SUITE}\nheld_checks: branch\n"
+        "# the demo's agent and tests need no network: they get none (issue 60)\n"
+        "lane_network: none\ncheck_network: none\n"
     )
     return files
 

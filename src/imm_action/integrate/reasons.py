@@ -43,6 +43,11 @@ NO_BRANCH_CHECKS: Final = (
     "no branch checks: only the tasks' own checks gate a move (set branch_checks in "
     ".github/imm.yml to the repository's suite; imm init finds it)"
 )
+# what a batch whose executors reach any host says where unconfined lane code is told (issue 60)
+OPEN_LANE_NETWORK: Final = (
+    "lane network open: executors reach any host (set lane_network in .github/imm.yml to the "
+    "hosts they need)"
+)
 
 ALL_CODES: Final = (
     PLAN_CHANGED, LINEAGE_BROKEN, LANE_LOST, CONFLICT, CHECK_FAILED, CANCELLED, OUTCOME_MISMATCH,

@@ -12,6 +12,7 @@ from imm_action.integrate.reasons import (
     HEAD_CHECK_FAILED,
     LINEAGE_BROKEN,
     NO_BRANCH_CHECKS,
+    OPEN_LANE_NETWORK,
     PLAN_CHANGED,
 )
 from imm_action.integrate.spend import batch_spend, cost_budget_used, cost_line, line_spend
@@ -349,7 +350,10 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         continues=state.continues,
         adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
-        unconfined=[f"lane code ran unconfined: {why}" for why in state.unconfined],
+        unconfined=[
+            why if why == OPEN_LANE_NETWORK else f"lane code ran unconfined: {why}"
+            for why in state.unconfined
+        ],
         branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts]
         or [NO_BRANCH_CHECKS],
         branch_failures=[verdict.failure for verdict in state.branch_verdicts if verdict.failure],
