@@ -38,6 +38,8 @@ def test_init_writes_the_config_and_the_three_workflows(
     assert out.splitlines() == [
         ".github/imm.yml: created",
         f".github/imm.yml: no test suite found ({LOOKED_FOR}): branch_checks is left commented out",
+        ".github/imm.yml: lane_network: api.anthropic.com, claude.ai, storage.googleapis.com, "
+        "api.openai.com; check_network: none",
         ".github/workflows/imm-batch.yml: created",
         ".github/workflows/imm-command.yml: created",
         ".github/workflows/imm-check.yml: created",
@@ -234,3 +236,33 @@ def test_init_in_a_repository_with_no_suite_it_can_find_says_so_and_sets_none(
 
     assert load_config(root).config.branch_checks == []
     assert "# branch_checks:" in (root / ".github/imm.yml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("files", "registries"),
+    [
+        ({"pyproject.toml": "[project]\nname = 'x'\n"}, ["pypi.org", "files.pythonhosted.org"]),
+        ({"package.json": "{}"}, ["registry.npmjs.org"]),
+        ({"README.md": "hello\n"}, "none"),
+    ],
+    ids=["python", "npm", "nothing to install"],
+)
+def test_init_lists_the_agents_hosts_for_executors_and_the_registries_found_for_checks(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    files: dict[str, str],
+    registries: list[str] | str,
+) -> None:
+    """Issue 60: `lane_network` for the agents the recipes run, `check_network` for the
+    registries the repository installs from — set, and said."""
+    from imm_action.scaffold.suites import AGENT_HOSTS
+    from imm_action.workspace import load_config
+
+    root = make_repo(tmp_path / "repo", files)
+    code, out, err = run_cli(capsys, "init", "--repo", str(root))
+    assert code == 0, err
+    config = load_config(root).config
+    assert config.lane_network == list(AGENT_HOSTS)
+    assert config.check_network == registries
+    shown = ", ".join(registries) if isinstance(registries, list) else registries
+    assert f"lane_network: {', '.join(AGENT_HOSTS)}; check_network: {shown}" in out

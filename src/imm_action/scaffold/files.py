@@ -22,7 +22,7 @@ from typing import Any
 
 from imm_action.errors import InputError, Problem
 from imm_action.scaffold.pins import upgrade_of
-from imm_action.scaffold.suites import LOOKED_FOR, found_suites
+from imm_action.scaffold.suites import AGENT_HOSTS, LOOKED_FOR, found_registries, found_suites
 
 LOCAL_ACTION = "./"
 DEFAULT_ACTION = "imm-action/imm-action@v0"
@@ -70,8 +70,9 @@ def changes_for(repo: Path, action: str, *, pin_action: bool = False) -> list[Fi
             created: tuple[str, ...] = ("created",)
             if name == "imm.yml":
                 proposal, said = branch_checks_proposal(repo)
-                wanted += proposal
-                created = ("created", said)
+                network, reaches = network_proposal(repo)
+                wanted += proposal + network
+                created = ("created", said, reaches)
             found.append(FileChange(relative, created, wanted))
             continue
         if name == "imm.yml":
@@ -112,6 +113,29 @@ def branch_checks_proposal(repo: Path) -> tuple[str, str]:
         "held_checks: branch",
     ]
     return "\n".join(lines) + "\n", f"branch_checks: {', '.join(found)}; held_checks: branch"
+
+
+def network_proposal(repo: Path) -> tuple[str, str]:
+    """`lane_network` for the agents imm's recipes run and `check_network` for the registries
+    the repository installs from (issue 60, ADR 0070), and the line `imm init` prints of it."""
+    registries = found_registries(repo)
+    lines = [
+        "",
+        "# What executors and lane_setup may reach (ADR 0070): the hosts of the agents the",
+        "# recipes run (Claude Code, Codex); a refused host is named in the report with the",
+        "# line that allows it. `open` lets them reach any host.",
+        "lane_network:",
+        *(f"  - {host}" for host in AGENT_HOSTS),
+        "# What checks and check_setup may reach: the registries this repository installs from,",
+        "# as imm init found them (`none`: no network at all).",
+    ]
+    if registries:
+        lines += ["check_network:", *(f"  - {host}" for host in registries)]
+    else:
+        lines.append("check_network: none")
+    said = (f"lane_network: {', '.join(AGENT_HOSTS)}; check_network: "
+            f"{', '.join(registries) or 'none'}")  # fmt: skip
+    return "\n".join(lines) + "\n", said
 
 
 def _yaml() -> Any:

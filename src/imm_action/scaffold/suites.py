@@ -73,3 +73,30 @@ def _text(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+# The registries a repository installs from, by the files that say what it installs (issue 60):
+# what `imm init` lists in `check_network` for `check_setup` and the checks.
+_REGISTRIES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("pyproject.toml", "setup.py", "setup.cfg", "requirements.txt", "requirements-dev.txt",
+      "poetry.lock", "uv.lock", "Pipfile.lock", "tox.ini"), ("pypi.org", "files.pythonhosted.org")),
+    (("package.json",), ("registry.npmjs.org",)),
+    (("Cargo.toml",), ("index.crates.io", "static.crates.io")),
+    (("go.mod",), ("proxy.golang.org", "sum.golang.org")),
+    (("pom.xml",), ("repo.maven.apache.org",)),
+    (("build.gradle", "build.gradle.kts"), ("services.gradle.org", "plugins.gradle.org",
+                                            "repo.maven.apache.org")),
+    (("Gemfile",), ("rubygems.org", "index.rubygems.org")),
+)  # fmt: skip
+# The hosts the executors imm's recipes run reach: Claude Code (its API, and its installer's
+# script and downloads) and Codex (its API)
+AGENT_HOSTS = ("api.anthropic.com", "claude.ai", "storage.googleapis.com", "api.openai.com")
+
+
+def found_registries(repo: Path) -> list[str]:
+    """The package registries the repository's files name an installer of, each once."""
+    found: list[str] = []
+    for files, hosts in _REGISTRIES:
+        if any((repo / name).is_file() for name in files):
+            found += [host for host in hosts if host not in found]
+    return found
