@@ -13,7 +13,6 @@ command is this process's child; its exit status is this process's."""
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 
@@ -73,15 +72,21 @@ def main(argv: list[str]) -> int:
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
         env[name] = env[name.lower()] = proxy
     env["NO_PROXY"] = env["no_proxy"] = _LOCAL
-    try:
-        child = subprocess.Popen(command, env=env)
-    except OSError as error:
-        print(f"bridge.py: {command[0]}: {error.strerror}", file=sys.stderr)
-        return 127
+    child = os.fork()  # not subprocess: its import is a third of this script's start
+    if child == 0:
+        try:
+            os.execvpe(command[0], command, env)
+        except OSError as error:
+            os.write(2, f"bridge.py: {command[0]}: {error.strerror}\n".encode())
+        os._exit(127)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda sent, _frame: child.send_signal(sent))
-    status = child.wait()
-    return status if status >= 0 else 128 - status
+        signal.signal(number, lambda sent, _frame: os.kill(child, sent))
+    _, status = os.waitpid(child, 0)
+    return (
+        os.waitstatus_to_exitcode(status) % 256
+        if os.WIFEXITED(status)
+        else (128 + os.WTERMSIG(status))
+    )
 
 
 if __name__ == "__main__":
