@@ -69,7 +69,8 @@ def act_crash(log: str) -> str | None:
 EXECUTOR = '''\
 """The e2e executor: writes <task>.txt; dumps its environment; behaviours by task:
 ok (default), fail (always wrong), broken (its own file, saying `broken` too), costs (ok, and
-ends with an agent's report of 25 cents), kill_once (has
+ends with an agent's report of 25 cents), network (asks for each URL of IMM_E2E_NET and records
+what came back in `network.<task>.json`), kill_once (has
 the test kill its `imm lane` on the first attempt), hostile (also tries to point the
 checkout's git at another host and to write its step's GITHUB_ENV and GITHUB_PATH — a fake git
 that records how it was called — and records what it could do in `hostile.<task>.json`)."""
@@ -134,6 +135,15 @@ if behaviour == "hostile":  # goes for the steps of its job that run after it (A
         except OSError as error:
             tried[name] = type(error).__name__
     (spy / f"hostile.{task}.json").write_text(json.dumps(tried))
+if behaviour == "network":  # asks, through the proxy it is given, for each URL (issue 60)
+    import urllib.request
+    said = {}
+    for url in json.loads(os.environ.get("IMM_E2E_NET", "[]")):
+        try:
+            said[url] = urllib.request.urlopen(url, timeout=10).read().decode()
+        except Exception as error:
+            said[url] = f"not reached: {error}"
+    (spy / f"network.{task}.json").write_text(json.dumps(said))
 if behaviour == "attack":  # a lane-written script its check runs at integration (issue 20)
     shutil.copy("tools/attack.py", f"{task}_attack.py")
 text = {"fail": "wrong\\n", "broken": f"{task}\\nbroken\\n"}.get(behaviour, f"{task}\\n")
@@ -191,6 +201,7 @@ class ActWorld:
     github: FakeGitHub
     behaviour: dict[str, str] = field(default_factory=dict)
     evil_url: str = "http://127.0.0.1:9"  # where a hostile executor sends git (see test)
+    env: dict[str, str] = field(default_factory=dict)  # more of act's (and its steps') environment
     runs: list[ActRun] = field(default_factory=list)
     _dispatches_run: int = 0
     # GitHub's job limit, which act ignores: lane jobs running, by task, since when; the plan
@@ -375,8 +386,9 @@ class ActWorld:
             IMM_E2E_EVIL=self.evil_url,  # the artifact stand-ins' store, by run id
             IMM_SANDBOX_WRITABLE=f"{self.spy}{os.pathsep}{self.evidence}",
             # the stand-in executors read these: passed as an operator would pass them
-            IMM_EXECUTOR_ENV="IMM_E2E_SPY,IMM_E2E_BEHAVIOUR,IMM_E2E_EVIL",
+            IMM_EXECUTOR_ENV="IMM_E2E_SPY,IMM_E2E_BEHAVIOUR,IMM_E2E_EVIL,IMM_E2E_NET",
         )
+        env.update(self.env)
         return env
 
     def act(self, event: str, workflow: str, payload: dict[str, Any], run_id: int) -> ActRun:

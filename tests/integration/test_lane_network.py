@@ -259,3 +259,25 @@ def test_the_red_teams_ways_out_are_all_refused_with_a_list_set(tmp_path: Path, 
         assert tried[way][0] != 0, (way, tried[way])
     assert SEEN == [], SEEN
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_host_refused_a_lane_that_lands_is_named_once_in_the_batch_report_with_its_line(
+    tmp_path: Path, port: int
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    asks = [("connect", f"http://allowed.test:{port}/"), ("plain", f"http://other.test:{port}/"),
+            ("connect", f"http://other.test:{port}/")]  # fmt: skip
+    config = "lane_network: [allowed.test]\n"
+    repo = make_project(tmp_path / "r", {"a": []}, extra_files={".github/imm.yml": config})
+    done = _imm_run(repo, tmp_path, _asking_executor(asks, out),
+                    **{HOSTS_VARIABLE: str(hosts_file(tmp_path))})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = (f'refused: other.test:{port} is not on lane_network: add "other.test:{port}" to '
+            "lane_network in .github/imm.yml to allow it")  # fmt: skip
+    assert (done.stdout + done.stderr).count(line) == 1
+    from tests.batch_helpers import current
+
+    report = current(repo).report
+    assert report is not None
+    assert report.unconfined == [line]

@@ -351,7 +351,9 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
         adopted=[f"adopted: {a.to} (pushed outside imm, unverified)" for a in state.adopted_heads],
         quarantined=[quarantine_line(state, kept) for kept in state.quarantined],
         unconfined=[
-            why if why == OPEN_LANE_NETWORK else f"lane code ran unconfined: {why}"
+            why
+            if why == OPEN_LANE_NETWORK or why.startswith("refused: ")
+            else f"lane code ran unconfined: {why}"
             for why in state.unconfined
         ],
         branch_checks=[branch_verdict_line(state, verdict) for verdict in state.branch_verdicts]

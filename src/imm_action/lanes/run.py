@@ -161,7 +161,7 @@ def _with_refusals(outcome: LaneOutcome, reach: CommandReach, log: TextIO) -> La
     failures = [failure.model_copy(update={"blocked_hosts": reach.blocked})
                 if failure.step in ("executor", "lane_setup") else failure
                 for failure in outcome.failures]  # fmt: skip
-    return outcome.model_copy(update={"failures": failures})
+    return outcome.model_copy(update={"failures": failures, "blocked_hosts": reach.blocked})
 
 
 def _lane_repository(repo: GitRepo, tree: CheckoutTree | OverlayTree) -> LaneRepository:

@@ -134,6 +134,8 @@ class LaneOutcome(StrictModel):
     ] = Field(default_factory=dict)
     # Why the lane's executor and checks ran without a sandbox (issue 43 #6); None: sandboxed.
     unconfined: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    # What `lane_network` refused its executor and lane_setup (issue 60), each host:port once
+    blocked_hosts: BlockedHosts = Field(default_factory=list)
     # What each executor run of the lane reported of itself, in order (issue 45): said by the
     # lane, so trusted for nothing but the cost it shows and the budget it counts.
     agent_runs: Annotated[list[AgentRun], Field(max_length=MAX_AGENT_RUNS)] = Field(

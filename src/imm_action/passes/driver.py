@@ -51,6 +51,7 @@ from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_
 from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, how_it_ended, red_base
 from imm_action.passes.observe import (
     ObservedStack,
+    lane_code_notes,
     observe_candidates,
     observe_pass,
     recorded_head,
@@ -159,12 +160,9 @@ class _Pass:
             if lane.outcome is not None
             for check_id, duration in lane.outcome.durations_ms.items()
         }
-        # why lane code ran unconfined, as this pass and the lanes it observes say
-        self.unconfined = [
-            *([self.ports.unconfined] if self.ports.unconfined else []),
-            *(lane.outcome.unconfined for lane in facts.lanes.values()
-              if lane.outcome is not None and lane.outcome.unconfined),
-        ]  # fmt: skip
+        # why lane code ran unconfined (or what its network refused), as this pass and the
+        # lanes it observes say
+        self.unconfined = lane_code_notes(self.ports.unconfined, facts.lanes.values())
         decision = decide_batch(state, self.request.plan.plan_digest, facts)
         if isinstance(decision, Reread):
             return decision

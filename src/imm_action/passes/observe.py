@@ -41,6 +41,7 @@ from imm_action.lanes.runners import (
 )
 from imm_action.model.config import CONFIG_PATH
 from imm_action.model.ledger import TestLedger
+from imm_action.model.network import refused_line
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
@@ -126,6 +127,23 @@ def observe_lanes(
                 outcome, parents, report, branches[names[child.task_id]]
             )
     return facts
+
+
+def lane_code_notes(pass_note: str | None, lanes: Iterable[LaneFacts]) -> list[str]:
+    """What a batch's report says of where its lane code ran: why this pass (its checks) or a
+    lane ran unconfined, or that executors reach any host; and each host `lane_network`
+    refused a lane's executor, with the line that allows it (issue 60)."""
+    notes = [pass_note] if pass_note else []
+    for lane in lanes:
+        outcome = lane.outcome
+        if outcome is None:
+            continue
+        if outcome.unconfined:
+            notes.append(outcome.unconfined)
+        for host in outcome.blocked_hosts:
+            name, _, port = host.rpartition(":")
+            notes.append(f"refused: {refused_line('lane_network', name.strip('[]'), int(port))}")
+    return notes
 
 
 def _ended_without(report: RunnerReport | None) -> bool:

@@ -10,51 +10,56 @@ is dropped here too.
 The standard library only, run by the sandbox's own Python: imm's package may be hidden. The
 command is this process's child; its exit status is this process's."""
 
+import _signal  # type: ignore[import-not-found]  # C modules: `socket`, `threading`, `signal` tripled its start
+import _socket
+import _thread
 import os
-import signal
-import socket
 import sys
-import threading
 
 _CHUNK = 1 << 16
 _LOCAL = "localhost,127.0.0.1,::1"
 
 
-def _pipe(source: socket.socket, target: socket.socket) -> None:
+def _pipe(source: _socket.socket, target: _socket.socket, done: _thread.LockType) -> None:
     try:
         while True:
             chunk = source.recv(_CHUNK)
             if not chunk:
                 break
             target.sendall(chunk)
-        target.shutdown(socket.SHUT_WR)
+        target.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
+    finally:
+        done.release()
 
 
-def _forward(client: socket.socket, path: str) -> None:
-    proxy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _forward(client: _socket.socket, path: str) -> None:
+    proxy = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         proxy.connect(path)
     except OSError:
         client.close()
         proxy.close()
         return
-    back = threading.Thread(target=_pipe, args=(proxy, client), daemon=True)
-    back.start()
-    _pipe(client, proxy)
-    back.join()
+    back = _thread.allocate_lock()
+    back.acquire()
+    _thread.start_new_thread(_pipe, (proxy, client, back))
+    forth = _thread.allocate_lock()
+    forth.acquire()
+    _pipe(client, proxy, forth)
+    back.acquire()  # released when the other direction ends
     client.close()
     proxy.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: _socket.socket, path: str) -> None:
     while True:
         try:
-            client, _ = listener.accept()
+            fd, _ = listener._accept()  # type: ignore[attr-defined]  # the C socket's accept
         except OSError:
             return
-        threading.Thread(target=_forward, args=(client, path), daemon=True).start()
+        _thread.start_new_thread(_forward, (_socket.socket(fileno=fd), path))
 
 
 def main(argv: list[str]) -> int:
@@ -62,11 +67,11 @@ def main(argv: list[str]) -> int:
         print("usage: bridge.py SOCKET PORT -- COMMAND...", file=sys.stderr)
         return 2
     path, port, command = argv[0], int(argv[1]), argv[3:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(128)
-    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    _thread.start_new_thread(_serve, (listener, path))
     proxy = f"http://127.0.0.1:{port}"
     env = {name: value for name, value in os.environ.items() if "proxy" not in name.lower()}
     for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
@@ -79,14 +84,10 @@ def main(argv: list[str]) -> int:
         except OSError as error:
             os.write(2, f"bridge.py: {command[0]}: {error.strerror}\n".encode())
         os._exit(127)
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, lambda sent, _frame: os.kill(child, sent))
-    _, status = os.waitpid(child, 0)
-    return (
-        os.waitstatus_to_exitcode(status) % 256
-        if os.WIFEXITED(status)
-        else (128 + os.WTERMSIG(status))
-    )
+    for number in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
+        _signal.signal(number, lambda sent, _frame: os.kill(child, sent))
+    code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    return code if code >= 0 else 128 - code
 
 
 if __name__ == "__main__":
