@@ -162,7 +162,7 @@ def _asking_executor(asks: list[tuple[str, str]], out: Path, *, fail: bool = Fal
         "(out / 'environ.json').write_text(json.dumps(dict(os.environ)))\n"
         "pathlib.Path(t + '.txt').write_text(t)\n"
         "reached = all(v.startswith('200') for k, v in json.loads(said).items() "
-        "if 'other' not in k)\n"
+        "if 'allowed' in k)\n"
         f"sys.exit(1 if reached == {fail} else 0)\n"
     )
     return shlex.join([sys.executable, "-c", body, str(out)])
@@ -173,7 +173,9 @@ def test_an_executor_is_held_to_lane_network_and_its_report_names_the_refused_ho
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    asks = [("connect", f"http://allowed.test:{port}/"), ("plain", f"http://other.test:{port}/")]
+    allowed, other, bare = (f"http://{host}:{port}/" for host in ("allowed.test", "other.test",
+                                                                  "127.0.0.1"))  # fmt: skip
+    asks = [("connect", allowed), ("plain", allowed), ("plain", other), ("connect", bare)]
     # an agent that gives up: the report shows what was refused it
     executor = _asking_executor(asks, out, fail=True)
     config = "lane_network: [allowed.test]\n"
@@ -181,7 +183,9 @@ def test_an_executor_is_held_to_lane_network_and_its_report_names_the_refused_ho
     done = _imm_run(repo, tmp_path, executor, **{HOSTS_VARIABLE: str(hosts_file(tmp_path))})
     said = json.loads((out / "said.json").read_text())
     assert said[f"connect http://allowed.test:{port}/"].startswith("200 hello from allowed.test")
+    assert said[f"plain http://allowed.test:{port}/"] == f"200 hello from allowed.test:{port}"
     assert said[f"plain http://other.test:{port}/"].startswith("403 ")
+    assert said[f"connect http://127.0.0.1:{port}/"].startswith("error ")  # a bare address
     report = done.stdout + done.stderr
     assert done.returncode == 1, report
     line = f'other.test:{port} is not on lane_network: add "other.test:{port}" to lane_network'
