@@ -134,7 +134,7 @@ class EgressProxy:
         self._counting = threading.Lock()
 
     def listen(self, label: str) -> Path:
-        """A new socket for one command (`label` names it in the log); `stop` it after."""
+        """A new socket for one command (`label`: which); `stop` it after."""
         with self._counting:
             self._count += 1
             path = self._folder / f"{self._count}.sock"
@@ -199,10 +199,14 @@ class EgressProxy:
             send = b""
         else:
             url = urlsplit(target)
+            try:
+                port = _port(url.port, 80)
+            except ValueError:  # a port past 65535, or none a number
+                port = None
             if url.scheme != "http" or not url.hostname:
                 await _answer(writer, 400, "imm: a proxy request is CONNECT or an http:// URL")
                 return
-            host, port = url.hostname, _port(url.port, 80)
+            host = url.hostname
             path = (url.path or "/") + (f"?{url.query}" if url.query else "")
             kept = [line for line in lines[1:] if line
                     and line.partition(":")[0].strip().lower() not in _DROPPED_HEADERS]  # fmt: skip
@@ -217,8 +221,13 @@ class EgressProxy:
             return
         try:
             upstream_reader, upstream_writer = await self._open(host, port)
-        except OSError as error:
-            await _answer(writer, 502, f"imm: {host}:{port} could not be reached: {error}")
+        except (
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            TimeoutError,
+        ) as error:
+            await _answer(writer, 502, f"imm: {host}:{port} could not be reached: {error!r}")
             return
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
