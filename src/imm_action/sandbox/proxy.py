@@ -101,8 +101,8 @@ class Upstream:
 
 @dataclass
 class _Listener:
-    server: asyncio.AbstractServer
     label: str  # the command it serves (a lane, a check id)
+    server: asyncio.AbstractServer | None = None  # once it listens
     refused: dict[tuple[str, int], Refusal] = field(default_factory=dict)
     more_refused: int = 0  # asks past MAX_REFUSALS distinct ones
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CONNECTIONS))
@@ -147,7 +147,8 @@ class EgressProxy:
             listener = self._listeners.pop(socket, None)
         if listener is None:
             return []
-        self._call(_closed(listener.server))
+        if listener.server is not None:
+            self._call(_closed(listener.server))
         return sorted(listener.refused.values(), key=lambda r: r.first)
 
     def close(self) -> None:
@@ -164,10 +165,9 @@ class EgressProxy:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
 
     async def _listen(self, label: str, path: Path) -> None:
-        listener: _Listener | None = None
+        listener = _Listener(label)
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            assert listener is not None
             if listener.slots.locked():
                 await _answer(writer, 503, "imm: too many connections at once")
                 return
@@ -177,9 +177,8 @@ class EgressProxy:
                 finally:
                     writer.close()
 
-        server = await asyncio.start_unix_server(serve, path=str(path), limit=MAX_HEAD)
+        listener.server = await asyncio.start_unix_server(serve, path=str(path), limit=MAX_HEAD)
         os.chmod(path, 0o600)
-        listener = _Listener(server, label)
         with self._counting:
             self._listeners[path] = listener
 
@@ -365,6 +364,11 @@ class NetworkReach:
             if rules is not None and confined
             else None
         )  # fmt: skip
+
+    @property
+    def listed(self) -> bool:
+        """Whether commands reach a list's hosts through the proxy."""
+        return self._proxy is not None
 
     @contextlib.contextmanager
     def command(self, label: str) -> Iterator[CommandReach]:

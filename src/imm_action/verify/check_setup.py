@@ -45,7 +45,7 @@ from imm_action.git.repo import GitRepo
 from imm_action.model.descriptor import DescriptorCommand
 from imm_action.model.outcome import CheckResult
 from imm_action.sandbox.confine import NOT_CONFINED, SETUP_HOME_SEEN_AT, Bind, Confinement
-from imm_action.sandbox.proxy import CommandReach, NetworkReach
+from imm_action.sandbox.proxy import NetworkReach
 from imm_action.verify.command_run import Sandbox, run_command
 from imm_action.verify.trees import checked_out
 
@@ -120,15 +120,6 @@ class CheckPlace:
         if self.reach is not None:
             self.reach.close()
 
-    @contextlib.contextmanager
-    def network(self, label: str) -> Iterator[CommandReach]:
-        """The network of one check (or setup) while it runs; what it was refused after."""
-        if self.reach is None:
-            yield CommandReach(self.confinement.check_network)
-            return
-        with self.reach.command(label) as reach:
-            yield reach
-
     def prepared(self, repo: GitRepo) -> Prepared | CheckResult:
         """What checks run with, setup run first where it has not run for this digest; its
         failing result when it failed (every check then fails with it)."""
@@ -152,7 +143,8 @@ class CheckPlace:
 
     def _prepare(self, repo: GitRepo) -> Prepared | CheckResult:
         folder = self.folder(repo)
-        assert folder is not None  # `prepared` asks only with setup set
+        if folder is None:  # `prepared` asks only with setup set
+            return Prepared(None, self.path_env)
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one runner of setup, across processes too
@@ -190,6 +182,11 @@ class CheckPlace:
                  *(f"{path}={entry.oid}" for path, entry in sorted(entries.items()))]  # fmt: skip
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
+    def _setup_reach(self) -> NetworkReach | None:
+        """Setup's network: a `check_network` list's hosts; else the host's — `none` cuts the
+        checks' alone, as `false` always did: an installer needs its registry."""
+        return self.reach if self.reach is not None and self.reach.listed else None
+
     def _seen_from(self, repo: GitRepo) -> str:
         """Where setup's home and tree are seen, which what it installs names: in the sandbox
         the same paths on every runner (what a GitHub job restores works in the next); else
@@ -208,18 +205,13 @@ class CheckPlace:
         cache = repo.common_directory() / "imm" / "cache"
         cache.mkdir(parents=True, exist_ok=True)
         extra, binds = _installer_settings(cache)
-        with (
-            checked_out(repo, self.setup_tree or "") as checkout,
-            self.network("check_setup") as reach,
-        ):
+        with checked_out(repo, self.setup_tree or "") as checkout:
             sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [],
                               confinement=self.confinement, extra=extra,
                               binds=(Bind(cache, str(cache), writable=True), *binds),
-                              home_at=SETUP_HOME_SEEN_AT, network=reach.network)  # fmt: skip
+                              home_at=SETUP_HOME_SEEN_AT, reach=self._setup_reach())  # fmt: skip
             with checkout.untrusted():
                 result = run_command(sandbox, "check_setup", command, ())
-        if reach.blocked:
-            result = result.model_copy(update={"blocked_hosts": reach.blocked})
             left: list[str] = []
             if result.passed:
                 left = _keep_what_it_left(checkout.untracked(), checkout.root, folder / "tree")

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -126,7 +126,7 @@ class Verifier:
         def open_sandbox(tree: str, stack: contextlib.ExitStack) -> tuple[Sandbox, Fresh]:
             folder = stack.enter_context(scratch_folder(self._repo))
             checkout = stack.enter_context(taken_tree(self._repo, tree, place.confinement))
-            sandbox = _check_sandbox(checkout, folder, prepared, place.confinement)
+            sandbox = _check_sandbox(checkout, folder, prepared, place)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             stack.enter_context(checkout.untrusted())
             return sandbox, _fresh_view(checkout, tree, folder, prepared, place.confinement)
@@ -224,22 +224,20 @@ class Verifier:
             if at is not None
             else taken_tree(self._repo, tree, place.confinement) as checkout,
         ):
-            sandbox = _check_sandbox(checkout, scratch, prepared, place.confinement)
+            sandbox = _check_sandbox(checkout, scratch, prepared, place)
             fresh = _fresh_view(checkout, tree, scratch, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
-                return _run_in(sandbox, environment, group, fresh, place)
+                return _run_in(sandbox, environment, group, fresh)
 
 
 def _check_sandbox(
-    tree: CheckoutTree | OverlayTree,
-    scratch: Path,
-    prepared: Prepared,
-    confinement: Confinement,
+    tree: CheckoutTree | OverlayTree, scratch: Path, prepared: Prepared, place: CheckPlace
 ) -> Sandbox:
     """A check's sandbox: its tree; a home of its own, writable and fresh for each check, that
     shows what setup left in setup's home read-only (issue 59 #5: nyc writes under `$HOME`);
     and what setup left in its tree, at the same place in this one."""
+    confinement = place.confinement
     root = tree.root
     home = scratch / "home"
     home.mkdir()
@@ -264,7 +262,7 @@ def _check_sandbox(
     if isinstance(tree, OverlayTree) and seen_at is not None:
         overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
     return Sandbox(root, home, prepared.path_env, tree.changed, confinement=confinement,
-                   binds=tuple(binds),
+                   binds=tuple(binds), network=confinement.check_network, reach=place.reach,
                    overlay=overlay, entry_kind=entry_kind,
                    home_binds=tuple(in_home))  # fmt: skip
 
@@ -340,11 +338,7 @@ def _fresh_view(
 
 
 def _run_in(
-    sandbox: Sandbox,
-    environment: DescriptorEnvironment,
-    group: list[Check],
-    fresh: Fresh,
-    place: CheckPlace,
+    sandbox: Sandbox, environment: DescriptorEnvironment, group: list[Check], fresh: Fresh
 ) -> list[tuple[Check, CheckResult]]:
     """The group's checks one after another, each on a fresh view of the tree; a `prepare`
     runs before each (its work would otherwise be what one check leaves the next)."""
@@ -353,17 +347,12 @@ def _run_in(
     for position, check in enumerate(group):
         if position:
             fresh()
-        with place.network(check.check_id) as reach:
-            reached = replace(sandbox, network=reach.network)
-            if environment.prepare is not None:
-                prepared = run_command(reached, "prepare", environment.prepare, writable)
-                if not prepared.passed:
-                    results.append((check, _prepare_failed(check, prepared)))
-                    continue
-            result = run_check(reached, check.check_id, check.descriptor, writable)
-        if reach.blocked:  # what the network list refused it (issue 60)
-            result = result.model_copy(update={"blocked_hosts": reach.blocked})
-        results.append((check, result))
+        if environment.prepare is not None:
+            prepared = run_command(sandbox, "prepare", environment.prepare, writable)
+            if not prepared.passed:
+                results.append((check, _prepare_failed(check, prepared)))
+                continue
+        results.append((check, run_check(sandbox, check.check_id, check.descriptor, writable)))
     return results
 
 

@@ -8,12 +8,14 @@ tree under test outside `writable_paths` must be left as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shlex
 import subprocess
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from imm_action.sandbox.confine import (
     inside,
 )
 from imm_action.sandbox.contain import end, start_contained
+from imm_action.sandbox.proxy import CommandReach, NetworkReach
 from imm_action.sandbox.toolchains import QUIET, populate_home
 from imm_action.sandbox.view import within
 from imm_action.verify.trees import remove_tree
@@ -66,6 +69,14 @@ class Sandbox:
     # where `home` is seen inside the sandbox (None: at its own path): setup's, at one path
     # everywhere, so what it installs there names no path of this runner (issue 62 #6)
     home_at: str | None = None
+    # a list's hosts for its commands, through the run's proxy (issue 60); None: `network`
+    reach: NetworkReach | None = None
+
+    def reaching(self, label: str) -> AbstractContextManager[CommandReach]:
+        """One command's network while it runs, and what the list refused it after."""
+        if self.reach is None:
+            return contextlib.nullcontext(CommandReach(self.network))
+        return self.reach.command(label)
 
     @property
     def seen_at(self) -> str | None:
@@ -186,7 +197,10 @@ def _run(
     except _CannotRun as refusal:
         return _refused(check_id, str(refusal)), b""
     before = snapshot(sandbox.root, writable) if sandbox.changes is None else {}
-    exit_code, output, timed_out, limited = _execute(argv, cwd, sandbox, command)
+    with sandbox.reaching(check_id) as reach:  # its network: the host's, none, or a list's
+        exit_code, output, timed_out, limited = _execute(
+            argv, cwd, replace(sandbox, network=reach.network), command
+        )
     if sandbox.changes is None:
         changed = changed_paths(before, snapshot(sandbox.root, writable))
     else:
@@ -201,6 +215,7 @@ def _run(
         output_limited=limited,
         changed_outside=changed,
         output_tail=output[-OUTPUT_TAIL_BYTES:].decode("utf-8", "replace"),
+        blocked_hosts=reach.blocked,  # what the network list refused it (issue 60)
     )
     return result, output
 
