@@ -25,7 +25,7 @@ from imm_action.model.outcome import CheckResult
 from imm_action.sandbox.choice import choose_confinement
 from imm_action.sandbox.proxy import HOSTS_VARIABLE, NetworkReach
 from imm_action.verify.check_setup import CheckPlace
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
 from imm_action.verify.result_cache import ResultCache
 from tests.batch_helpers import make_project
 from tests.conftest import descriptor, git, make_repo
@@ -62,9 +62,13 @@ def port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
 
 
 def _check_run(
-    tmp_path: Path, policy: NetworkMode | list[str], asks: list[tuple[str, str]]
+    tmp_path: Path,
+    policy: NetworkMode | list[str],
+    asks: list[tuple[str, str]],
+    queued: bool = False,
 ) -> tuple[dict[str, str], CheckResult]:
-    """One check in the sandbox with `check_network: policy`, asking for `asks`."""
+    """One check in the sandbox with `check_network: policy`, asking for `asks`; run as a
+    group of one tree's checks, or (`queued`) from the queue the integrator pulls from."""
     root = make_repo(tmp_path / "r", {"probe.py": PROBE})
     repo = GitRepo(root)
     tree = git(root, "rev-parse", "HEAD^{tree}").strip()
@@ -77,19 +81,23 @@ def _check_run(
     check = Check("t:net", parse_descriptor(descriptor(["probe.py", json.dumps(asks)])))
     try:
         verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], place=place)
-        [result] = verifier.verify(tree, [check])
+        if queued:
+            [[result]] = verifier.verify_queued([TreeJob(tree, (check,))])
+        else:
+            [result] = verifier.verify(tree, [check])
     finally:
         place.close()
     assert result.exit_code == 0, result
     return json.loads(result.output_tail.strip().splitlines()[-1]), result
 
 
+@pytest.mark.parametrize("queued", [False, True], ids=["grouped", "queued"])
 def test_a_check_reaches_a_listed_host_over_connect_and_plain_http_and_no_other(
-    tmp_path: Path, port: int
+    tmp_path: Path, port: int, queued: bool
 ) -> None:
     asks = [(how, f"http://{host}:{port}/") for host in ("allowed.test", "other.test")
             for how in ("plain", "connect")]  # fmt: skip
-    said, result = _check_run(tmp_path, ["allowed.test"], asks)
+    said, result = _check_run(tmp_path, ["allowed.test"], asks, queued)
     assert said[f"plain http://allowed.test:{port}/"] == f"200 hello from allowed.test:{port}"
     assert said[f"connect http://allowed.test:{port}/"].startswith("200 hello from allowed.test")
     assert said[f"plain http://other.test:{port}/"].startswith("403 ")
