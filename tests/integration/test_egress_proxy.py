@@ -5,14 +5,18 @@ in a sandbox would."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from imm_action.model.network import HostRules
-from imm_action.sandbox.proxy import MAX_HEAD, MAX_REFUSALS, EgressProxy
+from imm_action.sandbox.confine import Egress
+from imm_action.sandbox.proxy import MAX_HEAD, MAX_REFUSALS, EgressProxy, NetworkReach
 
 
 @pytest.fixture
@@ -73,3 +77,34 @@ def test_the_refusals_kept_for_a_command_stop_at_their_bound_each_host_once(
     assert len(kept) == MAX_REFUSALS
     assert [r.address for r in kept[:2]] == ["h0.test:443", "h1.test:443"]
     assert {r.count for r in kept} == {2}
+
+
+def test_a_process_forked_from_a_run_starts_its_own_proxy_and_leaves_its_parents_alone() -> None:
+    """`imm run` forks its lanes while its own proxy's thread runs: a lane that used (or
+    closed) the parent's proxy waited forever on a loop with no thread in it."""
+    reach = NetworkReach(["allowed.test"], "check_network", confined=True)
+    try:
+        with reach.command("parent"):
+            pass
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child's exit status is the test's)
+            try:
+                with reach.command("child") as command:
+                    seen = isinstance(command.network, Egress) and command.network.socket.exists()
+                reach.close()
+                os._exit(0 if seen else 1)
+            except BaseException:
+                os._exit(2)
+        deadline = time.monotonic() + 20
+        while (ended := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if ended[0] == 0:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        assert ended[0] == child, "the forked process hung on its parent's proxy"
+        assert os.waitstatus_to_exitcode(ended[1]) == 0
+        with reach.command("parent again") as command:  # the parent's still serves
+            assert isinstance(command.network, Egress)
+            assert command.network.socket.exists()
+    finally:
+        reach.close()

@@ -358,34 +358,49 @@ class NetworkReach:
         self.key = key
         rules = rules_of(policy)
         self.unheld = rules is not None and not confined
-        self._proxy = (
-            EgressProxy(rules, upstream=Upstream.from_environment(environ),
-                        hosts=hosts_file(environ.get(HOSTS_VARIABLE)), key=key)
-            if rules is not None and confined
-            else None
-        )  # fmt: skip
+        self._rules = rules if confined else None
+        self._upstream = Upstream.from_environment(environ)
+        self._hosts = hosts_file(environ.get(HOSTS_VARIABLE)) if self._rules is not None else {}
+        self._proxy: EgressProxy | None = None
+        self._owner = os.getpid()  # the process `_proxy` runs in
+        self._starting = threading.Lock()
 
     @property
     def listed(self) -> bool:
         """Whether commands reach a list's hosts through the proxy."""
-        return self._proxy is not None
+        return self._rules is not None
 
     @contextlib.contextmanager
     def command(self, label: str) -> Iterator[CommandReach]:
         """`label`'s command's network while it runs; its refusals after."""
-        if self._proxy is None:
+        if self._rules is None:
             yield CommandReach(self.policy != "none")
             return
-        socket = self._proxy.listen(label)
+        proxy = self._proxy_here(self._rules)
+        socket = proxy.listen(label)
         reach = CommandReach(Egress(socket))
         try:
             yield reach
         finally:
-            reach.refused = self._proxy.stop(socket)
+            reach.refused = proxy.stop(socket)
+
+    def _proxy_here(self, rules: HostRules) -> EgressProxy:
+        """This process's proxy, started at its first command. A process forked from the one
+        that made this (a lane `imm run` forks) has none of its threads: it never touches the
+        parent's proxy (whose loop would never answer) and starts its own."""
+        if self._owner != os.getpid():  # forked: the parent's proxy and lock are not ours
+            self._owner, self._proxy, self._starting = os.getpid(), None, threading.Lock()
+        with self._starting:
+            if self._proxy is None:
+                self._proxy = EgressProxy(rules, upstream=self._upstream, hosts=self._hosts,
+                                          key=self.key)  # fmt: skip
+            return self._proxy
 
     def close(self) -> None:
-        if self._proxy is not None:
+        """This process's proxy ended (a forked process leaves its parent's alone)."""
+        if self._proxy is not None and self._owner == os.getpid():
             self._proxy.close()
+        self._proxy = None
 
 
 HOSTS_VARIABLE = "IMM_PROXY_HOSTS"  # a hosts file the proxy resolves names by first
