@@ -54,8 +54,12 @@ print(json.dumps(said))
 """
 
 
+LOGGED: list[str] = []  # what the checks' place logged
+
+
 @pytest.fixture
 def port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    LOGGED.clear()
     monkeypatch.setenv(HOSTS_VARIABLE, str(hosts_file(tmp_path)))
     with web_host() as serving:
         yield serving
@@ -77,7 +81,7 @@ def _check_run(
     )
     assert confinement.active, confinement.why
     reach = NetworkReach(policy, "check_network", confined=True)
-    place = CheckPlace(confinement, os.environ["PATH"], reach=reach)
+    place = CheckPlace(confinement, os.environ["PATH"], reach=reach, log=LOGGED.append)
     check = Check("t:net", parse_descriptor(descriptor(["probe.py", json.dumps(asks)])))
     try:
         verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], place=place)
@@ -103,6 +107,10 @@ def test_a_check_reaches_a_listed_host_over_connect_and_plain_http_and_no_other(
     assert said[f"plain http://other.test:{port}/"].startswith("403 ")
     assert said[f"connect http://other.test:{port}/"].startswith("error ")  # the tunnel refused
     assert result.blocked_hosts == [f"other.test:{port}"]
+    logged = [line for line in LOGGED if "refused at" in line]  # with when, and how often
+    assert len(logged) == 1
+    assert logged[0].startswith("t:net: refused at ")
+    assert f"UTC (2 times): other.test:{port} is not on check_network" in logged[0]
 
 
 def test_a_bare_address_is_refused_though_the_name_it_stands_for_is_listed(

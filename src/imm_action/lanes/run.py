@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from imm_action.lanes.step import LaneCommands
 from imm_action.masking import NO_MASK, Masker, masker_for
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.intent import TaskIntent, intent_path
-from imm_action.model.network import NetworkMode, refused_line
+from imm_action.model.network import NetworkMode
 from imm_action.model.outcome import (
     OUTCOME_CONTRACT,
     CheckResult,
@@ -55,9 +54,9 @@ from imm_action.sandbox.confine import (
     NetworkAccess,
     named_folders,
 )
-from imm_action.sandbox.proxy import CommandReach, NetworkReach
+from imm_action.sandbox.proxy import CommandReach, NetworkReach, refusal_lines
 from imm_action.sandbox.toolchains import populate_home
-from imm_action.text import clean_text, listed, plural
+from imm_action.text import clean_text, listed
 from imm_action.verify.checks import Check, Verifier, mask_result
 from imm_action.verify.failures import check_failures
 from imm_action.verify.overlays import OverlayTree, taken_tree
@@ -151,11 +150,8 @@ def run_lane(
 def _with_refusals(outcome: LaneOutcome, reach: CommandReach, log: TextIO) -> LaneOutcome:
     """Each host `lane_network` refused the executor or `lane_setup`, in the lane's log (host,
     port, when, how often) and on their failures, with the line that allows it."""
-    for refusal in reach.refused:
-        when = time.strftime("%H:%M:%S", time.gmtime(refusal.first))
-        said = refused_line("lane_network", refusal.host, refusal.port)
-        print(f"imm: refused at {when} UTC ({plural(refusal.count, 'time')}): {said}", file=log,
-              flush=True)  # fmt: skip
+    for line in refusal_lines("lane_network", reach.refused):
+        print(f"imm: {line}", file=log, flush=True)
     if not reach.blocked:
         return outcome
     failures = [failure.model_copy(update={"blocked_hosts": reach.blocked})

@@ -403,6 +403,17 @@ class NetworkReach:
         self._proxy = None
 
 
+def refusal_lines(key: str, refused: list[Refusal]) -> list[str]:
+    """What a log says of each refusal: when first, how often, and the line that allows it."""
+    lines = []
+    for refusal in refused:
+        when = time.strftime("%H:%M:%S", time.gmtime(refusal.first))
+        times = "once" if refusal.count == 1 else f"{refusal.count} times"
+        lines.append(f"refused at {when} UTC ({times}): "
+                     f"{refused_line(key, refusal.host, refusal.port)}")  # fmt: skip
+    return lines
+
+
 HOSTS_VARIABLE = "IMM_PROXY_HOSTS"  # a hosts file the proxy resolves names by first
 
 

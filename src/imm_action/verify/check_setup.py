@@ -209,7 +209,8 @@ class CheckPlace:
             sandbox = Sandbox(checkout.root, home, self.path_env, lambda _: [],
                               confinement=self.confinement, extra=extra,
                               binds=(Bind(cache, str(cache), writable=True), *binds),
-                              home_at=SETUP_HOME_SEEN_AT, reach=self._setup_reach())  # fmt: skip
+                              home_at=SETUP_HOME_SEEN_AT, reach=self._setup_reach(),
+                              log=self.log)  # fmt: skip
             with checkout.untrusted():
                 result = run_command(sandbox, "check_setup", command, ())
             left: list[str] = []

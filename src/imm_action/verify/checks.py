@@ -263,6 +263,7 @@ def _check_sandbox(
         overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
     return Sandbox(root, home, prepared.path_env, tree.changed, confinement=confinement,
                    binds=tuple(binds), network=confinement.check_network, reach=place.reach,
+                   log=place.log,
                    overlay=overlay, entry_kind=entry_kind,
                    home_binds=tuple(in_home))  # fmt: skip
 

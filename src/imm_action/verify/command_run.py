@@ -34,7 +34,7 @@ from imm_action.sandbox.confine import (
     inside,
 )
 from imm_action.sandbox.contain import end, start_contained
-from imm_action.sandbox.proxy import CommandReach, NetworkReach
+from imm_action.sandbox.proxy import CommandReach, NetworkReach, refusal_lines
 from imm_action.sandbox.toolchains import QUIET, populate_home
 from imm_action.sandbox.view import within
 from imm_action.verify.trees import remove_tree
@@ -71,6 +71,7 @@ class Sandbox:
     home_at: str | None = None
     # a list's hosts for its commands, through the run's proxy (issue 60); None: `network`
     reach: NetworkReach | None = None
+    log: Callable[[str], None] | None = None  # where what the list refused is told, with when
 
     def reaching(self, label: str) -> AbstractContextManager[CommandReach]:
         """One command's network while it runs, and what the list refused it after."""
@@ -201,6 +202,9 @@ def _run(
         exit_code, output, timed_out, limited = _execute(
             argv, cwd, replace(sandbox, network=reach.network), command
         )
+    if sandbox.log is not None and sandbox.reach is not None:
+        for line in refusal_lines(sandbox.reach.key, reach.refused):
+            sandbox.log(f"{check_id}: {line}")
     if sandbox.changes is None:
         changed = changed_paths(before, snapshot(sandbox.root, writable))
     else:
