@@ -75,3 +75,17 @@ def test_a_host_a_lane_asks_for_is_a_name_or_an_address() -> None:
     assert valid_host("::1")
     assert not valid_host("@octocat fixes #1")
     assert not valid_host("a" * 300)
+
+
+@pytest.mark.parametrize("forged", ["no-port.test", "other.test:0", "@octocat fixes #1:443", ""])
+def test_a_refused_address_a_lane_hands_over_is_a_host_and_port_or_refused_on_reading(
+    forged: str,
+) -> None:
+    """A lane's outcome is input: an entry no renderer could read (it crashed the pass that
+    built the report) is refused where the outcome is read."""
+    from imm_action.model.outcome import Failure
+
+    with pytest.raises(ValidationError):
+        Failure(step="executor", command="x", exit_code=1, output_tail="", blocked_hosts=[forged])
+    Failure(step="executor", command="x", exit_code=1, output_tail="",
+            blocked_hosts=["other.test:443", "[::1]:8080"])  # fmt: skip

@@ -61,9 +61,7 @@ class HostRule:
     def parse(cls, text: str) -> HostRule:
         if not _RULE.match(text):
             raise ValueError(f"{text!r} is not a host, *.host or host:port")
-        host, port = _split_port(text)
-        if port is not None and not 1 <= port <= 65535:
-            raise ValueError(f"{text!r}: a port is 1 to 65535")
+        host, port = split_host_port(text)
         if text.startswith("[") and not is_address(host):
             raise ValueError(f"{text!r}: only an IPv6 address is written in brackets")
         below = host.startswith("*.")
@@ -118,13 +116,20 @@ def _normal_host(host: str) -> str:
     return host
 
 
-def _split_port(text: str) -> tuple[str, int | None]:
+def split_host_port(text: str) -> tuple[str, int | None]:
+    """`host`, `host:port` or `[v6 address]:port` as (host, port or None): a list's entry, a
+    CONNECT's target, a refused address. ValueError where the port is not 1 to 65535."""
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else None
-    host, colon, port = text.rpartition(":")
-    if not colon:
-        return text, None
+        port = rest[1:] if rest.startswith(":") else None
+    else:
+        host, colon, port = text.rpartition(":")
+        if not colon:
+            host, port = text, None
+    if port is None:
+        return host, None
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: a port is 1 to 65535")
     return host, int(port)
 
 
@@ -139,9 +144,27 @@ def refused_line(key: str, host: str, port: int) -> str:
             f"{key} in .github/imm.yml to allow it")  # fmt: skip
 
 
+def refused_address_line(key: str, address: str) -> str:
+    """`refused_line` of a kept `host:port` (a `BlockedAddress`)."""
+    host, port = split_host_port(address)
+    return refused_line(key, host, port or 0)
+
+
 _NAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*\.?$")
 
 
 def valid_host(host: str) -> bool:
     """Whether `host` is a name or an address (what a proxy request may ask for)."""
     return is_address(host) or (len(host) <= 253 and _NAME.match(host) is not None)
+
+
+def _valid_address(text: str) -> str:
+    host, port = split_host_port(text)
+    if port is None or not valid_host(host):
+        raise ValueError(f"{text!r} is not a host:port")
+    return text
+
+
+# A refused `host:port`, as a check's result or a lane's outcome keeps it (what a lane hands
+# over is read like any input: an entry that is none is refused there, never at rendering)
+BlockedAddress = Annotated[str, Field(max_length=270), AfterValidator(_valid_address)]

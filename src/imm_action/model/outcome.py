@@ -8,6 +8,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 
 from imm_action.model.common import Digest, GitOid, Identifier, StrictModel
 from imm_action.model.ledger import NamedTests, TestLedger
+from imm_action.model.network import BlockedAddress
 from imm_action.model.spend import MAX_AGENT_RUNS, AgentRun
 from imm_action.text import bounded, clean_text
 
@@ -44,9 +45,7 @@ Tail = Annotated[str, Field(max_length=FAILURE_TAIL_BYTES), AfterValidator(clean
 
 
 MAX_BLOCKED_HOSTS = 50  # the proxy keeps as many distinct refusals per command
-BlockedHosts = Annotated[
-    list[Annotated[str, Field(max_length=270)]], Field(max_length=MAX_BLOCKED_HOSTS)
-]
+BlockedHosts = Annotated[list[BlockedAddress], Field(max_length=MAX_BLOCKED_HOSTS)]
 
 
 class CheckResult(StrictModel):

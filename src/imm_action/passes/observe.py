@@ -41,7 +41,7 @@ from imm_action.lanes.runners import (
 )
 from imm_action.model.config import CONFIG_PATH
 from imm_action.model.ledger import TestLedger
-from imm_action.model.network import refused_line
+from imm_action.model.network import refused_address_line
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
@@ -140,9 +140,8 @@ def lane_code_notes(pass_note: str | None, lanes: Iterable[LaneFacts]) -> list[s
             continue
         if outcome.unconfined:
             notes.append(outcome.unconfined)
-        for host in outcome.blocked_hosts:
-            name, _, port = host.rpartition(":")
-            notes.append(f"refused: {refused_line('lane_network', name.strip('[]'), int(port))}")
+        notes += [f"refused: {refused_address_line('lane_network', address)}"
+                  for address in outcome.blocked_hosts]  # fmt: skip
     return notes
 
 

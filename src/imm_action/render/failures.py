@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from imm_action.model.ledger import lost_line
-from imm_action.model.network import refused_line
+from imm_action.model.network import refused_address_line
 from imm_action.model.outcome import Failure
 from imm_action.model.report import ReportChild
 from imm_action.render.inert import inert_html, longest_backticks
@@ -60,9 +60,8 @@ def ledger_lines(failure: Failure, indent: str = "") -> list[str]:
     if failure.failed_tests:
         lines.append(f"{indent}  failed tests: {', '.join(failure.failed_tests)}")
     key = "lane_network" if failure.step in ("executor", "lane_setup") else "check_network"
-    for host in failure.blocked_hosts:
-        name, _, port = host.rpartition(":")
-        lines.append(f"{indent}  refused: {refused_line(key, name.strip('[]'), int(port))}")
+    lines += [f"{indent}  refused: {refused_address_line(key, address)}"
+              for address in failure.blocked_hosts]  # fmt: skip
     return lines
 
 

@@ -37,6 +37,7 @@ from imm_action.model.network import (
     host_port,
     refused_line,
     rules_of,
+    split_host_port,
     valid_host,
 )
 from imm_action.sandbox.confine import Egress, NetworkAccess
@@ -194,7 +195,10 @@ class EgressProxy:
         method, _, rest = lines[0].partition(" ")
         target = rest.rpartition(" ")[0]
         if method == "CONNECT":
-            host, port = _host_port(target, None)
+            try:
+                host, port = split_host_port(target)
+            except ValueError:  # a port past 65535, or none a number
+                host, port = None, None
             send = b""
         else:
             url = urlsplit(target)
@@ -266,21 +270,6 @@ class EgressProxy:
             listener.refused[key] = Refusal(key[0], port, time.time())
         else:
             listener.more_refused += 1
-
-
-def _host_port(target: str, default: int | None) -> tuple[str | None, int | None]:
-    if target.startswith("["):
-        host, _, rest = target[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, colon, port_text = target.rpartition(":")
-        if not colon:
-            host, port_text = target, ""
-    if not host:
-        return None, None
-    if not port_text:
-        return host, default
-    return host, _port(int(port_text) if port_text.isdigit() else -1, default)
 
 
 def _port(port: int | None, default: int | None) -> int | None:
