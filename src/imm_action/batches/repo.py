@@ -172,14 +172,15 @@ def check_place(
 
 
 def setup_cache_outputs(
-    batch_repo: BatchRepo, path_env: str, setup_at: str, environ: Mapping[str, str]
+    batch_repo: BatchRepo, setup_at: str, environ: Mapping[str, str]
 ) -> dict[str, str]:
     """The step outputs a job's actions/cache steps use (issue 62 #6): where `check_setup`'s
     result for this plan's digest is kept (`setup-path`) and the key it is saved under
     (`setup-key`: the digest — command, the plan's lockfiles, PATH — and the runner's image,
     so a new image installs anew). Empty without `check_setup`. The place is the one the
-    job's no-token step will choose, so the digest is the one its checks look up."""
-    place = check_place(batch_repo, path_env, lambda _: None, holds_token=False,
+    job's no-token step will choose (its PATH is this step's), so the digest is the one its
+    checks look up."""
+    place = check_place(batch_repo, environ.get("PATH", ""), lambda _: None, holds_token=False,
                         setup_at=setup_at)  # fmt: skip
     try:
         folder = place.folder(batch_repo.repo)

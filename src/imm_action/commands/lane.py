@@ -86,15 +86,11 @@ def run(args: LaneArgs, ports: Ports, opened: BatchRepo | None = None) -> int:
     handoff = handoff_path(batch_repo.repo.git_directory(), args.batch_id, args.task_id)
     if args.phase == "fetch":
         batch_repo.refs.refresh()
-        _fetch_plan_commit(args, batch_repo)  # the work step holds no token to fetch it
-        if args.actions is not None:  # where the job's cache steps restore and save setup
-            state, lane = _admitted_lane(args, batch_repo.refs)
-            planned = replace(batch_repo, config=planned_config(batch_repo, state, lane.base_head))
+        read = _fetch_plan_commit(args, batch_repo)  # the work step holds no token to fetch it
+        if args.actions is not None and read is not None:  # for the job's cache steps
+            state, planned = read
             write_outputs(
-                args.actions,
-                setup_cache_outputs(
-                    planned, args.environment.get("PATH", ""), state.judged_at, args.environment
-                ),
+                args.actions, setup_cache_outputs(planned, state.judged_at, args.environment)
             )
         io.warn(f"imm lane {args.task_id}: fetched batch {args.batch_id}")
         return EXIT_OK
@@ -207,17 +203,21 @@ def _work(args: LaneArgs, io: CommandIO, batch_repo: BatchRepo, refs: RefStore) 
     return EXIT_NEEDS_HUMAN
 
 
-def _fetch_plan_commit(args: LaneArgs, batch_repo: BatchRepo) -> None:
+def _fetch_plan_commit(
+    args: LaneArgs, batch_repo: BatchRepo
+) -> tuple[BatchRunState, BatchRepo] | None:
     """A lane job's clone holds only the lane's base (`fetch-depth: 1`): the plan's commit,
-    where `check_setup` runs, is fetched by its id where it is missing and setup is set."""
+    where `check_setup` runs, is fetched by its id where it is missing and setup is set. What
+    it read — the batch state, and the batch repository with the plan's config — or None for
+    a local batch, whose repository holds the plan's commit (nothing read)."""
     refs = batch_repo.refs
     if not isinstance(refs, RemoteRefStore):
-        return  # a local batch's repository holds the plan's commit
+        return None
     state, lane = _admitted_lane(args, refs)
-    if not planned_config(batch_repo, state, lane.base_head).check_setup:
-        return
-    if batch_repo.repo.commit_if_present(state.judged_at) is None:
+    planned = replace(batch_repo, config=planned_config(batch_repo, state, lane.base_head))
+    if planned.config.check_setup and batch_repo.repo.commit_if_present(state.judged_at) is None:
         refs.fetch_commit(state.judged_at)
+    return state, planned
 
 
 def _setup_commit(batch_repo: BatchRepo, state: BatchRunState) -> str:

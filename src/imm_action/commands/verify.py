@@ -71,10 +71,7 @@ def run(args: VerifyArgs, ports: Ports) -> int:
             if args.actions is not None:  # where the job's cache steps restore and save setup
                 planned = replace(batch_repo, config=planned_config(batch_repo, state, None))
                 write_outputs(
-                    args.actions,
-                    setup_cache_outputs(
-                        planned, args.environment.get("PATH", ""), state.judged_at, args.environment
-                    ),
+                    args.actions, setup_cache_outputs(planned, state.judged_at, args.environment)
                 )
             return EXIT_OK
     if args.verdicts is None:
