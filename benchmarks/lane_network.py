@@ -65,7 +65,7 @@ def requests_wall(policy: NetworkMode | list[str], port: int, count: int) -> flo
     assert confinement.active, confinement.why
     reach = NetworkReach(policy, "check_network", confined=True)
     try:
-        with reach.command("bench") as command:
+        with reach.command() as command:
             argv = confinement.command(
                 [sys.executable, "-c", REQUESTS, "allowed.test", str(port), str(count)],
                 {}, binds=[], cwd="/", network=command.network,

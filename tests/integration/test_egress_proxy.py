@@ -45,7 +45,7 @@ def _ask(path: Path, request: bytes) -> bytes:
 def test_a_head_past_its_bound_is_dropped_unanswered_and_nothing_is_kept(
     proxy: EgressProxy,
 ) -> None:
-    path = proxy.listen("t")
+    path = proxy.listen()
     huge = b"CONNECT other.test:443 HTTP/1.1\r\nX: " + b"a" * MAX_HEAD + b"\r\n\r\n"
     assert _ask(path, huge) == b""
     assert proxy.stop(path) == []
@@ -60,7 +60,7 @@ def test_a_head_past_its_bound_is_dropped_unanswered_and_nothing_is_kept(
 def test_what_is_no_proxy_request_is_answered_400_and_not_kept(
     proxy: EgressProxy, request_line: bytes
 ) -> None:
-    path = proxy.listen("t")
+    path = proxy.listen()
     assert _ask(path, request_line + b"\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     assert proxy.stop(path) == []
 
@@ -68,7 +68,7 @@ def test_what_is_no_proxy_request_is_answered_400_and_not_kept(
 def test_the_refusals_kept_for_a_command_stop_at_their_bound_each_host_once(
     proxy: EgressProxy,
 ) -> None:
-    path = proxy.listen("t")
+    path = proxy.listen()
     for number in range(MAX_REFUSALS + 10):
         for _ in range(2):
             answer = _ask(path, f"CONNECT h{number}.test:443 HTTP/1.1\r\n\r\n".encode())
@@ -84,12 +84,12 @@ def test_a_process_forked_from_a_run_starts_its_own_proxy_and_leaves_its_parents
     closed) the parent's proxy waited forever on a loop with no thread in it."""
     reach = NetworkReach(["allowed.test"], "check_network", confined=True)
     try:
-        with reach.command("parent"):
+        with reach.command():
             pass
         child = os.fork()
         if child == 0:  # pragma: no cover (the child's exit status is the test's)
             try:
-                with reach.command("child") as command:
+                with reach.command() as command:
                     seen = isinstance(command.network, Egress) and command.network.socket.exists()
                 reach.close()
                 os._exit(0 if seen else 1)
@@ -103,7 +103,7 @@ def test_a_process_forked_from_a_run_starts_its_own_proxy_and_leaves_its_parents
             os.waitpid(child, 0)
         assert ended[0] == child, "the forked process hung on its parent's proxy"
         assert os.waitstatus_to_exitcode(ended[1]) == 0
-        with reach.command("parent again") as command:  # the parent's still serves
+        with reach.command() as command:  # the parent's still serves
             assert isinstance(command.network, Egress)
             assert command.network.socket.exists()
     finally:

@@ -129,7 +129,7 @@ def run_lane(
               "not held", file=log, flush=True)  # fmt: skip
     with (
         contextlib.closing(reach),
-        reach.command(spec.task_id) as lane_reach,
+        reach.command() as lane_reach,
         taken_tree(repo, spec.base_head, confinement, lane=True) as checkout,
     ):
         lane_repo = _lane_repository(repo, checkout)

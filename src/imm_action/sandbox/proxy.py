@@ -102,16 +102,16 @@ class Upstream:
 
 @dataclass
 class _Listener:
-    label: str  # the command it serves (a lane, a check id)
+    """One command's socket, and what it refused (at most MAX_REFUSALS distinct hosts)."""
+
     server: asyncio.AbstractServer | None = None  # once it listens
     refused: dict[tuple[str, int], Refusal] = field(default_factory=dict)
-    more_refused: int = 0  # asks past MAX_REFUSALS distinct ones
     slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(MAX_CONNECTIONS))
 
 
 class EgressProxy:
-    """One run's proxy: `listen(label)` gives each command (a lane, a check) a socket of its
-    own, so what is refused is told per command."""
+    """One run's proxy: `listen()` gives each command (a lane, a check) a socket of its own,
+    so what is refused is told per command."""
 
     def __init__(
         self,
@@ -134,12 +134,12 @@ class EgressProxy:
         self._count = 0
         self._counting = threading.Lock()
 
-    def listen(self, label: str) -> Path:
-        """A new socket for one command (`label`: which); `stop` it after."""
+    def listen(self) -> Path:
+        """A new socket for one command; `stop` it after."""
         with self._counting:
             self._count += 1
             path = self._folder / f"{self._count}.sock"
-        self._call(self._listen(label, path))
+        self._call(self._listen(path))
         return path
 
     def stop(self, socket: Path) -> list[Refusal]:
@@ -165,8 +165,8 @@ class EgressProxy:
     def _call(self, coroutine: object) -> object:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
 
-    async def _listen(self, label: str, path: Path) -> None:
-        listener = _Listener(label)
+    async def _listen(self, path: Path) -> None:
+        listener = _Listener()
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             if listener.slots.locked():
@@ -268,8 +268,6 @@ class EgressProxy:
             known.count += 1
         elif len(listener.refused) < MAX_REFUSALS:
             listener.refused[key] = Refusal(key[0], port, time.time())
-        else:
-            listener.more_refused += 1
 
 
 def _port(port: int | None, default: int | None) -> int | None:
@@ -360,13 +358,13 @@ class NetworkReach:
         return self._rules is not None
 
     @contextlib.contextmanager
-    def command(self, label: str) -> Iterator[CommandReach]:
-        """`label`'s command's network while it runs; its refusals after."""
+    def command(self) -> Iterator[CommandReach]:
+        """One command's network while it runs; its refusals after."""
         if self._rules is None:
             yield CommandReach(self.policy != "none")
             return
         proxy = self._proxy_here(self._rules)
-        socket = proxy.listen(label)
+        socket = proxy.listen()
         reach = CommandReach(Egress(socket))
         try:
             yield reach

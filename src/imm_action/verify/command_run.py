@@ -73,11 +73,11 @@ class Sandbox:
     reach: NetworkReach | None = None
     log: Callable[[str], None] | None = None  # where what the list refused is told, with when
 
-    def reaching(self, label: str) -> AbstractContextManager[CommandReach]:
+    def reaching(self) -> AbstractContextManager[CommandReach]:
         """One command's network while it runs, and what the list refused it after."""
         if self.reach is None:
             return contextlib.nullcontext(CommandReach(self.network))
-        return self.reach.command(label)
+        return self.reach.command()
 
     @property
     def seen_at(self) -> str | None:
@@ -198,7 +198,7 @@ def _run(
     except _CannotRun as refusal:
         return _refused(check_id, str(refusal)), b""
     before = snapshot(sandbox.root, writable) if sandbox.changes is None else {}
-    with sandbox.reaching(check_id) as reach:  # its network: the host's, none, or a list's
+    with sandbox.reaching() as reach:  # its network: the host's, none, or a list's
         exit_code, output, timed_out, limited = _execute(
             argv, cwd, replace(sandbox, network=reach.network), command
         )
