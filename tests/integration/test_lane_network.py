@@ -28,7 +28,7 @@ from imm_action.verify.check_setup import CheckPlace
 from imm_action.verify.checks import Check, TreeJob, Verifier
 from imm_action.verify.result_cache import ResultCache
 from tests.batch_helpers import make_project
-from tests.conftest import descriptor, git, make_repo
+from tests.conftest import descriptor, git, make_repo, run_cli
 from tests.network_world import UserProxy, hosts_file, web_host
 
 # Asks for each URL through the proxy the environment names: plain HTTP (absolute-form) and
@@ -301,3 +301,17 @@ def test_a_host_refused_a_lane_that_lands_is_named_once_in_the_batch_report_with
     report = current(repo).report
     assert report is not None
     assert report.unconfined == [line]
+
+
+def test_a_list_entry_that_is_no_host_is_told_at_its_own_line_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not also "should be 'open' or 'none'" (the other shape, judged too), nor a regex."""
+    config = "max_parallel: 2\nlane_network:\n  - api.anthropic.com\n  - https://evil.test\n"
+    root = make_repo(tmp_path / "r", {".github/imm.yml": config})
+    code, out, err = run_cli(capsys, "check", "--repo", str(root))
+    assert code == 2
+    said = [line for line in (out + err).splitlines() if line.startswith(".github/imm.yml")]
+    assert said == [
+        ".github/imm.yml:4: lane_network.1: 'https://evil.test' is not a host, *.host or host:port"
+    ]

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag
+
+from imm_action.model.validation import HOSTS_FORM, WORD_FORM
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOST_PATTERN = rf"^(?:(?:\*\.)?{_LABEL}(?:\.{_LABEL})*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?$"
@@ -27,9 +29,11 @@ def _valid_rule(text: str) -> str:
     return text
 
 
+# the pattern stands in the JSON Schema; `_valid_rule` judges it, saying what an entry is
 HostRuleText = Annotated[
-    str, Field(pattern=HOST_PATTERN, max_length=260), AfterValidator(_valid_rule)
-]
+    str, Field(max_length=260, json_schema_extra={"pattern": HOST_PATTERN}),
+    AfterValidator(_valid_rule),
+]  # fmt: skip
 NetworkMode = Literal["open", "none"]
 
 
@@ -42,8 +46,15 @@ def _from_bool(value: Any) -> Any:
     return value
 
 
+def _shape(value: Any) -> str:
+    return HOSTS_FORM if isinstance(value, list) else WORD_FORM
+
+
+# One shape judged, never both: a list's bad entry is told as that, not also as "should be
+# 'open' or 'none'"
 NetworkPolicy = Annotated[
-    NetworkMode | list[HostRuleText],
+    Annotated[NetworkMode, Tag(WORD_FORM)] | Annotated[list[HostRuleText], Tag(HOSTS_FORM)],
+    Discriminator(_shape),
     BeforeValidator(_from_bool, json_schema_input_type=bool | NetworkMode | list[HostRuleText]),
 ]
 

@@ -20,10 +20,13 @@ def json_path(loc: Sequence[int | str]) -> str:
 
 Loc = tuple[int | str, ...]
 
-# The tags of a union judged by the form its value was written in (a command line or a mapping):
-# pydantic puts the tag in an error's location, where a person looks for keys.
+# The tags of a union judged by the form its value was written in (a command line or a mapping;
+# a network key's word or list of hosts): pydantic puts the tag in an error's location, where a
+# person looks for keys.
 LINE_FORM = "command line"
 MAPPING_FORM = "mapping"
+WORD_FORM = "open or none"
+HOSTS_FORM = "list of hosts"
 
 
 def validation_messages(error: ValidationError) -> list[tuple[str, str]]:
@@ -47,5 +50,6 @@ def located_messages(error: ValidationError) -> list[tuple[Loc, str]]:
 def _is_union_tag(part: int | str) -> bool:
     # pydantic names the union member it tried (e.g. 'function-after[...]'); people need the key.
     return isinstance(part, str) and (
-        "[" in part or part in {"str", "int", "list[str]", LINE_FORM, MAPPING_FORM}
+        "[" in part
+        or part in {"str", "int", "list[str]", LINE_FORM, MAPPING_FORM, WORD_FORM, HOSTS_FORM}
     )
