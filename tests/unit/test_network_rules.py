@@ -4,12 +4,12 @@ for, and what the config accepts."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from imm_action.model.config import RepoConfig
-from imm_action.model.network import HostRule, HostRules, valid_host
+from imm_action.model.network import HostRule, HostRules, is_address, valid_host
 
 LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 NAME = st.lists(LABEL, min_size=1, max_size=4).map(".".join)
@@ -20,6 +20,7 @@ PORT = st.integers(min_value=1, max_value=65535)
 def test_a_wildcard_admits_every_name_below_it_and_never_its_own(
     below: str, base: str, port: int
 ) -> None:
+    assume(not is_address(f"{below}.{base}"))  # `*.0.0.0` admits no address: one is no name
     rule = HostRule.parse(f"*.{base}")
     assert rule.admits(f"{below}.{base}", port)
     assert not rule.admits(base, port)
@@ -89,3 +90,9 @@ def test_a_refused_address_a_lane_hands_over_is_a_host_and_port_or_refused_on_re
         Failure(step="executor", command="x", exit_code=1, output_tail="", blocked_hosts=[forged])
     Failure(step="executor", command="x", exit_code=1, output_tail="",
             blocked_hosts=["other.test:443", "[::1]:8080"])  # fmt: skip
+
+
+def test_a_wildcard_never_admits_an_address_that_ends_like_it() -> None:
+    """Found by the property above: `0.0.0.0` ends like `*.0.0.0`, but an address is judged
+    only where the list writes it."""
+    assert not HostRule.parse("*.0.0.0").admits("0.0.0.0", 80)
