@@ -138,8 +138,9 @@ def head_failure_reason(branch: str, head: str, failed: Sequence[tuple[Check, Ch
     """Why the batch waits when checks of tasks the branch holds fail on its head itself."""
     ids = [check.check_id for check, _ in failed]
     return (
-        f"{HEAD_CHECK_FAILED}: {listed(ids)} failed twice on {branch} at {head[:12]} itself "
-        "(flaky, or the environment changed); no lane is blamed"
+        f"{HEAD_CHECK_FAILED}: {listed(ids)} failed on every run on {branch} at {head[:12]} "
+        "itself, or on a lane's candidate and its parent alike (flaky, or the environment "
+        "changed); no lane is blamed"
     )
 
 

@@ -5,11 +5,13 @@ itself, judged by the checks of every task the branch already holds; level `i` i
 candidate of the `i`-th lane, whose tree holds every lane below it too, judged by its own checks
 and those of every level below (SPEC §5.4: a lane whose base already holds a task can break
 it). The checks of every level are united (one run per descriptor digest) and run once, on the
-top's tree. All pass: every lane of the stack may land. A check that fails on the top is
-bisected alone over the levels to the first at which it fails; those levels are the culprits.
-A check that fails on the head itself is run there once more and, failing again, is the
-head's (`StackFailed.on_head`): flaky, or the environment changed, never a lane's fault.
-Nothing here runs a check: `ask` does (or, for `imm run`'s passes, only reads the results its
+top's tree. All pass: every lane of the stack may land. A check that fails on the top is run
+there again (a flake costs a rerun, not a bisection: integrate/flakes.py); failing again, it is
+bisected alone over the levels to the first at which it fails, whose lane is a culprit once the
+failure is seen again there and not on its parent. A check that fails on the head itself (its
+recorded verdict serves) and on every rerun there is the head's (`StackFailed.on_head`): a
+flaky branch, or the environment changed, never a lane's fault. Nothing here runs a check:
+`ask` does (or, for `imm run`'s passes, only reads the results its
 background worker found).
 
 Monotony is assumed, as by every bisecting merge queue: a check that fails at some level fails
@@ -19,9 +21,22 @@ whose top passes lands whole, the fix with the breakage (decision 0037)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from imm_action.integrate.flakes import (
+    FLAKE_RERUNS,
+    NO_FLAKES,
+    FlakeRules,
+    Flips,
+    RunAgain,
+    confirm,
+    forgiven,
+    hunted,
+    not_on_parent,
+    still_failing,
+    suspects_of,
+)
 from imm_action.integrate.ledger import judged_against
 from imm_action.model.ledger import TestLedger
 from imm_action.model.outcome import CheckResult
@@ -44,9 +59,8 @@ class StackLevel:
 
 @dataclass(frozen=True)
 class Probe:
-    """One descriptor on one level's tree. `again` 1 or 2: its first or second run on the
-    batch head whatever is known there (a check of the tasks the branch holds that fails on
-    the top is tried on the head itself, twice, before anyone is blamed)."""
+    """One descriptor on one level's tree. `again` N: its N-th rerun there, whatever is known
+    (a failure is run again before it is anyone's: integrate/flakes.py)."""
 
     level: int
     check: Check
@@ -63,15 +77,18 @@ class StackPassed:
     """The top passed every check of every level: the stack lands whole."""
 
     results: Mapping[str, CheckResult]  # by descriptor digest, on the top's tree
+    flaky: tuple[str, ...] = ()  # a test's id (or a check's) per flip seen judging it
 
 
 @dataclass(frozen=True)
 class StackFailed:
     """The levels at which a failing check first fails, each with those checks' results there
-    (never level 0), and the checks that failed twice on the head itself (`on_head`)."""
+    (never level 0), and the checks that failed on the head itself, or on the top and on every
+    rerun with no lane to blame (`on_head`: nobody's lane's)."""
 
     culprits: Mapping[int, tuple[tuple[Check, CheckResult], ...]]
     on_head: tuple[tuple[Check, CheckResult], ...] = ()
+    flaky: tuple[str, ...] = ()
 
 
 StackJudgement = StackPassed | StackFailed
@@ -86,31 +103,40 @@ def united_checks(levels: Sequence[StackLevel]) -> dict[str, Check]:
     return united
 
 
-def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> StackJudgement | None:
+def judge_stack(
+    levels: Sequence[StackLevel],
+    ask: Ask,
+    workers: int = 1,
+    flakes: FlakeRules = NO_FLAKES,
+) -> StackJudgement | None:
     """Whether the stack lands whole, or which of its levels are culprits; None when `ask`
-    does not know a result it needs. `levels[0]` is the batch head, the rest its lanes."""
+    does not know a result it needs. `levels[0]` is the batch head, the rest its lanes.
+    `flakes`: the tests seen to flip earlier in the batch, and those the config lists."""
     if len(levels) < 2:
         return StackPassed({})
-    ask = against_head(levels, ask)
+    flips = Flips(set(flakes.known))
+    ask = forgiving(against_head(levels, ask), levels, flakes.listed, flips)
     top = len(levels) - 1
     united = united_checks(levels)
     on_top = ask([Probe(top, check) for check in united.values()])
     if on_top is None:
         return None
-    failing = [digest for digest in united if not on_top[(top, digest)].passed]
+    found: dict[tuple[int, str], CheckResult] = {(top, d): on_top[(top, d)] for d in united}
+    run_again = _rerun_by(ask)
+    focus = _confirmed_on_top(top, united, found, run_again, flips)
+    if focus is None:
+        return None
+    failing = [digest for digest in united if not found[(top, digest)].passed]
     if not failing:
-        return StackPassed({digest: on_top[(top, digest)] for digest in united})
+        return StackPassed({d: found[(top, d)] for d in united}, flips.seen)
     first_level = _first_levels(levels)
     # per failing digest: the first failing level lies in [low, high]; `high` fails
     ranges = {digest: (first_level[digest], top) for digest in failing}
-    found: dict[tuple[int, str], CheckResult] = {
-        (top, digest): on_top[(top, digest)] for digest in failing
-    }
     held = [digest for digest in failing if first_level[digest] == 0]
     # one that lost tests the head passed is a lane's doing by construction: the head's own
     # run is what it lost them against, so it is not tried on the head again
-    again = [united[d] for d in held if not lost_only(on_top[(top, d)])]
-    on_head = _tried_on_head(again, ask)
+    again = [united[d] for d in held if not lost_only(found[(top, d)])]
+    on_head = _failing_on_head(again, ask, run_again, flips, focus)
     if on_head is None:
         return None
     for digest in held:
@@ -118,24 +144,16 @@ def judge_stack(levels: Sequence[StackLevel], ask: Ask, workers: int = 1) -> Sta
             del ranges[digest]
         else:  # the head passes it: a lane of the stack broke it
             ranges[digest] = (1, top)
-    while open_ranges := [d for d, (low, high) in ranges.items() if low < high]:
-        probes = [
-            Probe(level, united[digest])
-            for digest in open_ranges
-            for level in probe_levels(*ranges[digest], max(1, workers // len(open_ranges)))
-        ]
-        answers = ask(probes)
-        if answers is None:
-            return None
-        found.update(answers)
-        for digest in open_ranges:
-            ranges[digest] = _narrowed(ranges[digest], digest, answers)
-    culprits: dict[int, list[tuple[Check, CheckResult]]] = {}
-    for digest, (_, level) in ranges.items():
-        culprits.setdefault(level, []).append((united[digest], found[(level, digest)]))
+    search = _Search(united, ask, found, first_level, workers, top, focus)
+    culprits = _culprits(ranges, search, run_again, flips, on_head)
+    if culprits is None:
+        return None
+    if not culprits and not on_head:
+        return StackPassed({d: found[(top, d)] for d in united}, flips.seen)
     return StackFailed(
         {level: tuple(pairs) for level, pairs in sorted(culprits.items())},
         tuple((united[digest], result) for digest, result in on_head.items()),
+        flips.seen,
     )
 
 
@@ -171,21 +189,209 @@ def against_head(levels: Sequence[StackLevel], ask: Ask) -> Ask:
     return judged
 
 
-def _tried_on_head(checks: Sequence[Check], ask: Ask) -> dict[str, CheckResult] | None:
-    """Of failing checks of tasks the head holds, those that fail on the head itself, run
-    there afresh and, failing, once more: nobody's lane's (flaky, or the environment changed).
-    A pass the cache holds for the head is not trusted here: the environment may have
-    changed since. None when a result is not known."""
-    failed: dict[str, CheckResult] = {}
-    for attempt in (1, 2):
-        if not checks:
-            break
-        again = ask([Probe(0, check, again=attempt) for check in checks])
-        if again is None:
+def _confirmed_on_top(
+    top: int,
+    united: Mapping[str, Check],
+    found: dict[tuple[int, str], CheckResult],
+    run_again: RunAgain,
+    flips: Flips,
+) -> dict[str, frozenset[str]] | None:
+    """A failure on the top run there once more — as often as bisection would, for tests seen
+    to flip — before anything is bisected: a flake costs one rerun, not a bisection. Its
+    passing rerun becomes the top's result. Per check still failing, what bisection hunts;
+    None while a rerun is not known."""
+    focus: dict[str, frozenset[str]] = {}
+    for digest, check in united.items():
+        result = found[(top, digest)]
+        if result.passed:
+            continue
+        if lost_only(result):
+            focus[digest] = suspects_of(check, result)
+            continue
+        reruns = FLAKE_RERUNS if flips.any_known(suspects_of(check, result)) else 1
+        tried = confirm(top, check, result, run_again, reruns=reruns, flips=flips)
+        if tried is None:
             return None
-        failed = {c.digest: again[(0, c.digest)] for c in checks if not again[(0, c.digest)].passed}
-        checks = [check for check in checks if check.digest in failed]
+        found[(top, digest)] = tried.result
+        if not tried.result.passed:
+            focus[digest] = hunted(tried.suspects or suspects_of(check, tried.result), flips)
+    return focus
+
+
+@dataclass(frozen=True)
+class _Search:
+    """What bisection searches with: the united checks, where results come from and what is
+    found so far, each check's first level, and the workers each round may use."""
+
+    united: Mapping[str, Check]
+    ask: Ask
+    found: dict[tuple[int, str], CheckResult]
+    first_level: Mapping[str, int]
+    workers: int
+    top: int
+    focus: Mapping[str, frozenset[str]]  # per check, the tests that failed on every top run
+
+
+def _culprits(
+    ranges: dict[str, tuple[int, int]],
+    search: _Search,
+    run_again: RunAgain,
+    flips: Flips,
+    on_head: dict[str, CheckResult],
+) -> dict[int, list[tuple[Check, CheckResult]]] | None:
+    """Each range bisected to its first failing level, whose lane is blamed once the failure
+    is confirmed there (`_blamed`); a level where it is not is flaky, and the search goes on
+    above it. A check no lane is blamed for though the top fails it goes to `on_head`."""
+    found, top = search.found, search.top
+    culprits: dict[int, list[tuple[Check, CheckResult]]] = {}
+    while ranges:
+        if not _bisected(ranges, search):
+            return None
+        for digest, (_, level) in list(ranges.items()):
+            check = search.united[digest]
+            first = search.first_level[digest]
+            blamed = _blamed(level, check, search, first=first, run_again=run_again, flips=flips)
+            if blamed is None:
+                return None
+            if blamed:
+                culprits.setdefault(level, []).append((check, found[(level, digest)]))
+                del ranges[digest]
+            elif level == top:  # no lane's: the top's rerun passed, or its parent fails too
+                del ranges[digest]
+                if not found[(top, digest)].passed:
+                    on_head[digest] = found[(top, digest)]
+            else:  # flaky there: the first failing level lies above it
+                ranges[digest] = (level + 1, top)
+    return culprits
+
+
+def _bisected(ranges: dict[str, tuple[int, int]], search: _Search) -> bool:
+    """Narrow every range to one level (its first failing level); False when a result it
+    needs is not known. With W workers and F open searches each round probes ⌊W/F⌋ levels of
+    each at once (a k-ary search). A level fails a check where it fails a test the search
+    hunts (what failed on the top on every run)."""
+    found = search.found
+    while open_ranges := [d for d, (low, high) in ranges.items() if low < high]:
+        count = max(1, search.workers // len(open_ranges))
+        probes = [
+            Probe(level, search.united[digest])
+            for digest in open_ranges
+            for level in probe_levels(*ranges[digest], count)
+        ]
+        answers = search.ask(probes)
+        if answers is None:
+            return False
+        for key, result in answers.items():
+            found.setdefault(key, result)  # a rerun's pass, once found, stays the level's
+        for digest in open_ranges:
+            check, focus = search.united[digest], search.focus[digest]
+            failing = {
+                level: bool(still_failing(check, focus, result))
+                for (level, d), result in found.items()
+                if d == digest
+            }
+            ranges[digest] = _narrowed(ranges[digest], failing)
+    return True
+
+
+def _blamed(
+    level: int,
+    check: Check,
+    search: _Search,
+    *,
+    first: int,
+    run_again: RunAgain,
+    flips: Flips,
+) -> bool | None:
+    """Whether the lane at `level`, where bisection found `check` first failing, broke it: the
+    failure is seen again on every rerun there and — for tests seen to flip — not on its
+    parent's reruns (a parent below the check's first level never ran it: the lane's own
+    test). False when what failed there passed a rerun (that rerun becomes its result) or
+    fails on the parent too; None while a rerun is not known."""
+    found, key = search.found, (level, check.digest)
+    tried = confirm(level, check, found[key], run_again, reruns=FLAKE_RERUNS, flips=flips,
+                    focus=search.focus[check.digest])  # fmt: skip
+    if tried is None:
+        return None
+    found[key] = tried.result
+    if tried.flaky:
+        return False
+    if level - 1 < first:
+        return True
+    kept = not_on_parent(level - 1, check, tried.suspects, run_again, flips)
+    return None if kept is None else bool(kept)
+
+
+def _failing_on_head(
+    checks: Sequence[Check],
+    ask: Ask,
+    run_again: RunAgain,
+    flips: Flips,
+    focus: dict[str, frozenset[str]],
+) -> dict[str, CheckResult] | None:
+    """Of failing checks of tasks the head holds, those that fail on the head itself — all
+    that failed on every run on the top (`focus`) fails there too: its recorded verdict serves
+    (the green-base check or the last move ran it there), and a failure there is run again up
+    to FLAKE_RERUNS times. Failing on every run, it is nobody's lane's (the environment
+    changed, or the branch holds a flaky test); where only some of its tests do, the lanes are
+    searched for the others. None when a result is not known."""
+    if not checks:
+        return {}
+    there = ask([Probe(0, check) for check in checks])
+    if there is None:
+        return None
+    failed: dict[str, CheckResult] = {}
+    for check in checks:
+        result, hunt = there[(0, check.digest)], focus[check.digest]
+        if not still_failing(check, hunt, result):
+            continue
+        tried = confirm(0, check, result, run_again, reruns=FLAKE_RERUNS, flips=flips, focus=hunt)
+        if tried is None:
+            return None
+        if tried.suspects == hunt:
+            failed[check.digest] = tried.result
+        elif tried.suspects:  # the head fails some of them: the lanes are searched for the rest
+            focus[check.digest] = hunt - tried.suspects
     return failed
+
+
+def _rerun_by(ask: Ask) -> RunAgain:
+    """Reruns asked of `ask`, each once: the top's first rerun is also bisection's."""
+    known: dict[tuple[int, str, int], CheckResult] = {}
+
+    def run_again(level: int, check: Check, attempt: int) -> CheckResult | None:
+        key = (level, check.digest, attempt)
+        if key not in known:
+            answers = ask([Probe(level, check, again=attempt)])
+            if answers is None:
+                return None
+            known[key] = answers[(level, check.digest)]
+        return known[key]
+
+    return run_again
+
+
+def forgiving(
+    ask: Ask, levels: Sequence[StackLevel], listed_flaky: Collection[str], flips: Flips
+) -> Ask:
+    """`ask`, a failure of only the tests the config lists in `flaky_tests` passed (and
+    counted among the flips: reported, never blocking)."""
+    if not listed_flaky:
+        return ask
+    checks = {check.digest: check for level in levels for check in level.checks}
+
+    def judged(probes: Sequence[Probe]) -> Mapping[tuple[int, str], CheckResult] | None:
+        answers = ask(probes)
+        if answers is None:
+            return None
+        judged: dict[tuple[int, str], CheckResult] = {}
+        for (level, digest), result in answers.items():
+            judged[(level, digest)] = forgiven(result, checks[digest], listed_flaky)
+            if not result.passed and judged[(level, digest)].passed:
+                flips.flipped(level, judged[(level, digest)].flaky_tests)
+        return judged
+
+    return judged
 
 
 def probe_levels(low: int, high: int, count: int) -> list[int]:
@@ -196,12 +402,10 @@ def probe_levels(low: int, high: int, count: int) -> list[int]:
     return sorted({low + (span * (i + 1)) // (count + 1) for i in range(count)})
 
 
-def _narrowed(
-    bounds: tuple[int, int], digest: str, answers: Mapping[tuple[int, str], CheckResult]
-) -> tuple[int, int]:
+def _narrowed(bounds: tuple[int, int], failing: Mapping[int, bool]) -> tuple[int, int]:
     low, high = bounds
-    for level in sorted(level for level, d in answers if d == digest and low <= level < high):
-        if answers[(level, digest)].passed:
+    for level in sorted(level for level in failing if low <= level < high):
+        if not failing[level]:
             low = level + 1
         else:
             return low, level
@@ -234,7 +438,7 @@ class StackRecord:
     check_runs: int
     culprits: tuple[Culprit, ...] = ()
     carried: int = 0  # checks whose last pass was carried over (nothing they read changed)
-    on_head: tuple[str, ...] = ()  # check ids that failed twice on the batch head itself
+    on_head: tuple[str, ...] = ()  # check ids no lane is blamed for (failing on the head)
     on_runners: int = 0  # results verify jobs on other runners found (decision 0054)
 
     def line(self) -> str:
@@ -249,8 +453,8 @@ class StackRecord:
         )
         if self.on_head:
             return (
-                f"{head}: {runs}; {listed(self.on_head)} failed twice on the batch head "
-                "itself, so no lane is blamed"
+                f"{head}: {runs}; {listed(self.on_head)} failed on every run on the batch "
+                "head itself, or on a candidate and its parent alike, so no lane is blamed"
             )
         if not self.culprits:
             return f"{head}: {runs}, every check passed on its top"

@@ -16,6 +16,7 @@ from imm_action.integrate.reasons import (
 from imm_action.model.outcome import Failure
 from imm_action.model.spend import NO_SPEND, AgentSpend
 from imm_action.model.state import (
+    MAX_FLAKY_KEPT,
     UNCONFINED_CAUSES,
     UNCONFINED_MAX,
     AdoptedHead,
@@ -326,3 +327,16 @@ def note_branch_verdicts(state: BatchRunState, verdicts: list[BranchVerdict]) ->
     if state.branch_verdicts == verdicts:
         return state
     return state.model_copy(update={"branch_verdicts": verdicts})
+
+
+def note_flaky(state: BatchRunState, flips: Sequence[str]) -> BatchRunState:
+    """Count each flip of a test (a failure on a tree, then a pass there; or a failure of a
+    test the config lists) in the batch's record of flaky tests (issue 61): from then on its
+    failures are confirmed, never blamed on one run. The first MAX_FLAKY_KEPT tests are kept."""
+    if not flips:
+        return state
+    counts = dict(state.flaky_tests)
+    for test in flips:
+        if test in counts or len(counts) < MAX_FLAKY_KEPT:
+            counts[test] = counts.get(test, 0) + 1
+    return state.model_copy(update={"flaky_tests": counts})

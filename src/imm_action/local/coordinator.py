@@ -243,6 +243,7 @@ class Coordinator:
         )
         self.request = request
         result = reconcile(request, ports, self.results)
+        self.view.check_runs += result.base_check_runs
         for stack in result.stacks:
             self.view.stacks += 1
             self.view.check_runs += stack.check_runs

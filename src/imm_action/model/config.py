@@ -27,6 +27,7 @@ from imm_action.model.descriptor import (
     ReadPaths,
     ReportPath,
 )
+from imm_action.model.ledger import TestId
 from imm_action.model.network import NetworkPolicy
 from imm_action.model.plan import DEFAULT_QA_FAILURE_LIMIT, MAX_PARALLEL_LIMIT
 from imm_action.model.shard import DEFAULT_FAN_OUT_SECONDS, MAX_SHARDS
@@ -34,6 +35,7 @@ from imm_action.model.spend import ExecutorReport, Usd
 from imm_action.model.validation import LINE_FORM, MAPPING_FORM
 
 CONFIG_PATH = ".github/imm.yml"
+MAX_LISTED_FLAKY = 200
 
 
 def _splits(text: str) -> str:
@@ -255,6 +257,12 @@ class RepoConfig(_ConfigModel):
     # and the moving lanes'), or `branch` (the moving lanes' own checks only: for a suite that
     # holds the tasks' tests; ADR 0061).
     held_checks: HeldChecks = "all"
+    # Tests known to be flaky (issue 61, ADR 0071): their failures are reported (the status,
+    # the comment, the summary) and never block a move nor park a lane. Ids as the test
+    # reports name them (`tests/test_io.py::test_timeout`), or a check's id (`branch:1`).
+    flaky_tests: Annotated[list[TestId], Field(max_length=MAX_LISTED_FLAKY)] = Field(
+        default_factory=list
+    )
     # How an executor reports what it cost (issue 45, ADR 0062): `auto` (Claude Code's result
     # object or Codex's usage events, whichever its standard output holds), one of them only,
     # or `none`. A report absent or malformed never fails a lane: its cost is unknown.
@@ -299,7 +307,7 @@ GATING_KEYS = frozenset(
     {"sandbox", "sandbox_expose", "check_network", "lane_network", "check_setup",
      "barrier_files",
      "max_children", "qa_failure_limit", "integration_isolation", "executor_env",
-     "branch_checks", "held_checks", "max_cost_usd"}
+     "branch_checks", "held_checks", "max_cost_usd", "flaky_tests"}
 )  # fmt: skip
 
 

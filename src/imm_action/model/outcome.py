@@ -72,6 +72,9 @@ class CheckResult(StrictModel):
     lost_tests: NamedTests = Field(default_factory=list)
     # What the network list refused it (issue 60): each `host:port` once, first asked first
     blocked_hosts: BlockedHosts = Field(default_factory=list)
+    # Tests (a check's id, where it reports none) that failed on this tree and pass in this
+    # run, or failed here and are listed in `flaky_tests` (issue 61): flaky, never a lane's.
+    flaky_tests: NamedTests = Field(default_factory=list)
 
 
 class Failure(StrictModel):

@@ -205,6 +205,7 @@ class BranchVerdict(StrictModel):
     failure: Failure | None = None
 
 
+MAX_FLAKY_KEPT = 200  # flaky tests a state names (the first seen are kept)
 UNCONFINED_MAX = 500  # characters of one cause of running lane code unconfined
 UNCONFINED_CAUSES = 8  # causes kept
 
@@ -265,6 +266,16 @@ class BatchRunState(StrictModel):
         list[Annotated[str, Field(min_length=1, max_length=UNCONFINED_MAX)]],
         Field(max_length=UNCONFINED_CAUSES),
     ] = Field(default_factory=list)
+
+    # Tests seen to flip in this batch (issue 61): each id (a check's, where it reports no
+    # tests) with how many times it failed on a tree and then passed there, or failed and is
+    # listed in the config's `flaky_tests`. Their failures are confirmed, never blamed on one run.
+    flaky_tests: Annotated[
+        dict[
+            Annotated[str, Field(min_length=1, max_length=MAX_TEST_ID)], Annotated[int, Field(ge=1)]
+        ],
+        Field(max_length=MAX_FLAKY_KEPT),
+    ] = Field(default_factory=dict)
 
     # What the batches this one continues spent on agents, summed along the line (issue 45):
     # counted against `budget.max_cost_usd` with this batch's own spend. None: nothing before.

@@ -299,3 +299,20 @@ def _git_date(timestamp: str) -> str:
 
     moment = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
     return f"{int(moment.timestamp())} +0000"
+
+
+def pending_children(plan: BatchPlan) -> list[BatchChild]:
+    """The batch's children: the enrollable tasks in plan order. Settled dependencies are
+    done already, so `blocked_by` keeps only the enrollable ones."""
+    enrollable = {child.task_id for child in plan.enrollable}
+    after = plan.runs_after()
+    return [
+        BatchChild.pending(
+            child.task_id,
+            child.slice_id,
+            [need for need in child.blocked_by if need in enrollable],
+            after.get(child.task_id),
+        )
+        for child in plan.children
+        if child.task_id in enrollable
+    ]

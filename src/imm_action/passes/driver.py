@@ -43,12 +43,17 @@ from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.integrate.stack import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
-from imm_action.model.plan import BatchPlan
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.passes.apply import Applier
-from imm_action.passes.continuing import Continuing, FreshStart, StartPlan, new_batch_state
-from imm_action.passes.gate import NO_GATE, base_failure_reason, gate_at, how_it_ended, red_base
+from imm_action.passes.continuing import (
+    Continuing,
+    FreshStart,
+    StartPlan,
+    new_batch_state,
+    pending_children,
+)
+from imm_action.passes.gate import NO_GATE, gate_at, green_base
 from imm_action.passes.observe import (
     ObservedStack,
     lane_code_notes,
@@ -99,7 +104,7 @@ def reconcile(
             continue
         return PassResult(
             done.stored, done.admitted, done.integrated, lost, done.head, done.unverified,
-            tuple(done.stacks),
+            tuple(done.stacks), done.base_check_runs,
         )  # fmt: skip
     raise GaveUpError(
         f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}; the last: {last}"
@@ -114,6 +119,7 @@ class _Done:
     head: str | None = None
     unverified: tuple[str, ...] = ()
     stacks: Sequence[StackRecord] = ()
+    base_check_runs: int = 0
 
 
 class _Pass:
@@ -132,6 +138,7 @@ class _Pass:
             request.scopes, request.barrier_globs, in_flight_usd=request.in_flight_usd
         )
         self.stacks: list[StackRecord] = []  # what each round of integration verified
+        self.base_check_runs = 0  # the branch checks run on the base (the green-base check)
         self.continued = False  # this pass started a continuation: the request's decision is in it
         self.verify = request.verify and request.fan_out is None  # may this pass run checks?
         self.observed: ObservedStack | None = None  # the last stack the pass observed
@@ -145,9 +152,7 @@ class _Pass:
         if isinstance(loaded, Reread):
             return loaded
         stored = loaded
-        for entry in stored.cache.entries:
-            if self.results.get(entry.tree, entry.descriptor_digest) is None:
-                self.results.put(entry.tree, entry.descriptor_digest, entry.result)
+        self.results.seed(stored.cache)
         state = stored.state if self.continued else self._mutated(stored.state)
         # the repository's own checks, from the config the batch was planned with (issue 44)
         self.gate = gate_at(self.repo.path, state.judged_at, self.request.config_file)
@@ -225,7 +230,9 @@ class _Pass:
         self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
         state = self._branch_verdicts(state, head, tree)
         stored = self.apply.persist(stored, state, self._verdict(state), stale)
-        return _Done(stored, admitted, integrated, head, unverified, self.stacks)
+        return _Done(
+            stored, admitted, integrated, head, unverified, self.stacks, self.base_check_runs
+        )
 
     def _verify_ref(self, before: BatchRunState, state: BatchRunState) -> list[RefUpdate]:
         """The round's verify ref follows `verifying`: the top candidate while verify jobs run
@@ -349,7 +356,7 @@ class _Pass:
         state = new_batch_state(
             self._start_plan(),
             self.ports.clock(),
-            _pending_children(plan),
+            pending_children(plan),
             self.request.base_head,
             [],
         )
@@ -375,6 +382,7 @@ class _Pass:
                 owe=self.request.fan_out is not None, gate=self.gate,
             )  # fmt: skip
             self.observed = observed
+            state = t.note_flaky(state, observed.flaky)
             chain = observed.chain
             built = {entry.task_id for entry in chain}
             unverified = tuple(c.task_id for c in ready if c.task_id not in built)
@@ -462,13 +470,11 @@ class _Pass:
         itself". Reused from the cache while the base and the checks are unchanged."""
         if not self.gate.checks or t.admissions_used(state):
             return state
-        failed = red_base(self.ports.verifier(self.results), self.gate, self.repo.commit(head).tree)
-        for check, result in failed:
-            ended = how_it_ended(check, result)
-            self.ports.log(f"branch check {check.check_id} failed on the base ({ended})")
-        if not failed:
-            return state
-        return t.head_check_failed(state, base_failure_reason(state.base_ref, head, failed))
+        verifier = self.ports.verifier(self.results)
+        base = (head, self.repo.commit(head).tree)
+        state = green_base(verifier, self.gate, state, base, self.ports.log)
+        self.base_check_runs += verifier.runs
+        return state
 
     def _admit(self, state: BatchRunState, head: str) -> tuple[BatchRunState, tuple[str, ...]]:
         admits = decide_admissions(state, head, self.rules)
@@ -477,20 +483,3 @@ class _Pass:
             runner = self.ports.lanes.runner_for(admit.task_id)
             state = t.admit(state, admit.task_id, admit.base_head, branch, runner)
         return state, tuple(admit.task_id for admit in admits)
-
-
-def _pending_children(plan: BatchPlan) -> list[BatchChild]:
-    """The batch's children: the enrollable tasks in plan order. Settled dependencies are
-    done already, so `blocked_by` keeps only the enrollable ones."""
-    enrollable = {child.task_id for child in plan.enrollable}
-    after = plan.runs_after()
-    return [
-        BatchChild.pending(
-            child.task_id,
-            child.slice_id,
-            [need for need in child.blocked_by if need in enrollable],
-            after.get(child.task_id),
-        )
-        for child in plan.children
-        if child.task_id in enrollable
-    ]

@@ -10,11 +10,13 @@ stops the batch before any agent runs (`batch_base_check_failed`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from imm_action.integrate import transitions
 from imm_action.integrate.facts import ChecksFact, ChecksFound
+from imm_action.integrate.flakes import FLAKE_RERUNS, Flips, confirm, forgiven
 from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
@@ -26,7 +28,7 @@ from imm_action.model.config import (
 from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
-from imm_action.model.state import BranchVerdict
+from imm_action.model.state import BatchRunState, BranchVerdict
 from imm_action.plan.check_paths import run_scripts
 from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
@@ -42,6 +44,7 @@ class BranchGate:
 
     checks: tuple[Check, ...] = ()
     held: HeldChecks = "all"
+    flaky: frozenset[str] = frozenset()  # `flaky_tests`: reported, never blocking (issue 61)
 
     def head_checks(self, held_by_tasks: Sequence[Check]) -> tuple[Check, ...]:
         """What the batch head's level of a stack holds: the branch checks, after the checks of
@@ -134,19 +137,61 @@ def gate_markdown(slug: str, config: RepoConfig) -> list[str]:
 def gate_at(root: Path, commit: str, config_file: str) -> BranchGate:
     """The gate the config at `commit` (the plan's) sets."""
     config = load_config_at(root, commit, config_file).config
-    return BranchGate(branch_checks_of(config), config.held_checks)
+    return BranchGate(branch_checks_of(config), config.held_checks, frozenset(config.flaky_tests))
 
 
 def red_base(
-    verifier: Verifier, gate: BranchGate, base_tree: str
-) -> list[tuple[Check, CheckResult]]:
+    verifier: Verifier, gate: BranchGate, base_tree: str, known: frozenset[str] = frozenset()
+) -> tuple[list[tuple[Check, CheckResult]], tuple[str, ...]]:
     """The branch checks the base fails (reused from the cache while the base and the checks
-    are unchanged); [] when it is green."""
+    are unchanged) — each failure run again there up to FLAKE_RERUNS times, as a stack's is
+    (issue 61): one that passes a rerun is flaky, and its passing rerun becomes the base's
+    verdict — and the flips seen. ([], ()) when it is green. `known`: tests seen to flip."""
     if not gate.checks:
-        return []
+        return [], ()
     results = verifier.verify(base_tree, list(gate.checks))
-    return [(check, result) for check, result in zip(gate.checks, results, strict=True)
-            if not result.passed]  # fmt: skip
+    flips = Flips(set(known))
+    # counted here, as the base's: no stack counts the head's verdict as a run of its own
+    verifier.cache.first_counted((base_tree, check.digest, 0) for check in gate.checks)
+
+    def run_again(_level: int, check: Check, attempt: int) -> CheckResult:
+        verifier.cache.first_counted([(base_tree, check.digest, attempt)])
+        found = verifier.cache.get_again(base_tree, check.digest, attempt)
+        return found or verifier.verify_again(base_tree, [check], attempt)[0]
+
+    failed: list[tuple[Check, CheckResult]] = []
+    for check, result in zip(gate.checks, results, strict=True):
+        judged = forgiven(result, check, gate.flaky)
+        if not result.passed and judged.passed:
+            flips.flipped(0, judged.flaky_tests)
+        tried = None if judged.passed else confirm(
+            0, check, judged, run_again, reruns=FLAKE_RERUNS, flips=flips
+        )  # fmt: skip
+        if tried is not None and not tried.flaky:
+            failed.append((check, tried.result))
+        elif tried is not None and tried.result.passed:
+            verifier.cache.put(base_tree, check.digest, tried.result)
+    return failed, flips.seen
+
+
+def green_base(
+    verifier: Verifier,
+    gate: BranchGate,
+    state: BatchRunState,
+    base: tuple[str, str],
+    log: Callable[[str], None],
+) -> BatchRunState:
+    """The state once the base (its commit and tree, before any lane) is judged by the branch
+    checks: the flips seen counted, and the batch waiting for a person where one failed on
+    every run."""
+    head, tree = base
+    failed, flips = red_base(verifier, gate, tree, frozenset(state.flaky_tests))
+    state = transitions.note_flaky(state, flips)
+    for check, result in failed:
+        log(f"branch check {check.check_id} failed on the base ({how_it_ended(check, result)})")
+    if not failed:
+        return state
+    return transitions.head_check_failed(state, base_failure_reason(state.base_ref, head, failed))
 
 
 def how_it_ended(check: Check, result: CheckResult) -> str:

@@ -20,12 +20,14 @@ from imm_action.integrate.facts import (
     LaneFacts,
     PassFacts,
 )
+from imm_action.integrate.flakes import FlakeRules
 from imm_action.integrate.judgement import held_tasks, verifiable, with_judgement
 from imm_action.integrate.landing import refusal_of
 from imm_action.integrate.stack import (
     Culprit,
     StackFailed,
     StackLevel,
+    StackPassed,
     StackRecord,
     judge_stack,
 )
@@ -229,7 +231,8 @@ class CandidateMemo:
 @dataclass(frozen=True)
 class ObservedStack:
     """The chain of candidates with what judging their stack found, and the checks of tasks
-    already on the branch that failed twice on the batch head itself (nobody's lane's)."""
+    already on the branch that failed on every run on the batch head itself, or on a
+    candidate and its parent alike (nobody's lane's)."""
 
     chain: list[CandidateFacts]
     on_head: tuple[tuple[Check, CheckResult], ...] = ()
@@ -243,6 +246,7 @@ class ObservedStack:
     # and the stack's top candidate commit: what verify jobs on other runners may run
     owed: tuple[OwedCheck, ...] = ()
     top: str | None = None
+    flaky: tuple[str, ...] = ()  # a test's id (or a check's) per tree it flipped on
 
 
 def observe_candidates(
@@ -279,20 +283,21 @@ def observe_candidates(
     for index in stacked:
         levels.append(_level(chain[index], levels[-1].retired))
     held_count = len({check.digest for check in held})
+    flakes = FlakeRules(frozenset(state.flaky_tests), gate.flaky)
     used: dict[tuple[int, str, int], CheckResult] = {}
     owed: tuple[OwedCheck, ...] = ()
     top_commit = None
     if owe and not verify and stacked:  # the stack job's: what verify jobs may run
-        owed = tuple(owed_checks(levels, verifier.cache, reported))
+        owed = tuple(owed_checks(levels, verifier.cache, reported, flakes))
         last = chain[stacked[-1]].build
         top_commit = last.commit if isinstance(last, Candidate) else None
     if verify:
         top = len(levels) - 1
         judged = judge_stack(
-            levels, counted(running(verifier, levels), used), verifier.workers.floor
+            levels, counted(running(verifier, levels), used), verifier.workers.floor, flakes
         )
     else:
-        top, judged = judged_prefix(levels, verifier.cache, verifier.workers.floor, used)
+        top, judged = judged_prefix(levels, verifier.cache, verifier.workers.floor, used, flakes)
     if judged is None or top < 1:
         # nothing judged: the lanes refused below the stack are all that can be decided
         return ObservedStack(
@@ -300,6 +305,10 @@ def observe_candidates(
             head_checks=held_count, owed=owed, top=top_commit,
         )  # fmt: skip
     chain = chain[: stacked[top - 1] + 1]
+    if isinstance(judged, StackPassed):  # a rerun that passed is the top's verdict (issue 61)
+        for digest, result in judged.results.items():
+            if result.flaky_tests and result.passed:
+                verifier.cache.put(levels[top].tree, digest, result)
     judged_chain = with_judgement(chain, stacked[:top], levels[: top + 1], judged)
     on_head = judged.on_head if isinstance(judged, StackFailed) else ()
     carried = sum(1 for result in used.values() if result.carried_over)
@@ -309,8 +318,9 @@ def observe_candidates(
         if not result.carried_over
     )
     return ObservedStack(
-        judged_chain, on_head, held_count, len(used), carried, ran, owed=owed, top=top_commit
-    )
+        judged_chain, on_head, held_count, len(used), carried, ran, owed=owed, top=top_commit,
+        flaky=judged.flaky,
+    )  # fmt: skip
 
 
 def _built_chain(

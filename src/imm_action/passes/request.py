@@ -133,6 +133,7 @@ class PassResult:
     head: str | None = None  # the batch branch as the pass left it
     unverified: tuple[str, ...] = ()  # lane-committed children waiting for checks (`verify`)
     stacks: tuple[StackRecord, ...] = ()  # each round's stack, as verified (SPEC §5.4)
+    base_check_runs: int = 0  # the branch checks run on the base before any lane (issue 61)
 
 
 class GaveUpError(ImmError):

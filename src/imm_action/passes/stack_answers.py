@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from imm_action.integrate.flakes import NO_FLAKES, FlakeRules
 from imm_action.integrate.shards import DEFAULT_CHECK_MS
 from imm_action.integrate.stack import (
     Ask,
@@ -38,22 +39,27 @@ def running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
     """Probes run by the verifier: every probe's check in one queue its workers pull from."""
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
-        again = [probe for probe in probes if probe.again]
-        if again:
-            tree, attempt = levels[0].tree, again[0].again
-            results = verifier.verify_again(tree, [probe.check for probe in again], attempt)
-            return {(0, p.check.digest): r for p, r in zip(again, results, strict=True)}
+        found: dict[tuple[int, str], CheckResult] = {}
+        for probe in probes:  # a rerun: one at a time (a failure's confirmation, rare)
+            if probe.again:
+                tree, check = levels[probe.level].tree, probe.check
+                known = verifier.cache.get_again(tree, check.digest, probe.again)
+                if known is None:
+                    [known] = verifier.verify_again(tree, [check], probe.again)
+                found[(probe.level, check.digest)] = known
         by_level: dict[int, list[Check]] = {}
         for probe in probes:
-            by_level.setdefault(probe.level, []).append(probe.check)
+            if not probe.again:
+                by_level.setdefault(probe.level, []).append(probe.check)
         order = sorted(by_level)
         jobs = [TreeJob(levels[level].tree, tuple(by_level[level])) for level in order]
-        found = verifier.verify_queued(jobs)
-        return {
-            (level, check.digest): result
-            for level, results in zip(order, found, strict=True)
-            for check, result in zip(by_level[level], results, strict=True)
-        }
+        results = verifier.verify_queued(jobs) if jobs else []
+        found.update(
+            ((level, check.digest), result)
+            for level, level_results in zip(order, results, strict=True)
+            for check, result in zip(by_level[level], level_results, strict=True)
+        )
+        return found
 
     return ask
 
@@ -83,13 +89,16 @@ def _cached_result(
 
 
 def owed_checks(
-    levels: Sequence[StackLevel], cache: ResultCache, reported: Mapping[str, int] | None = None
+    levels: Sequence[StackLevel],
+    cache: ResultCache,
+    reported: Mapping[str, int] | None = None,
+    flakes: FlakeRules = NO_FLAKES,
 ) -> list[OwedCheck]:
     """What judging the whole stack needs next that `cache` does not know: the top's united
     checks, or a bisection's probes — at every level of each open range at once, so one
     fan-out finds each first failing level. [] when the stack is judged from the cache, or
-    when only runs on the head itself are owed (those stay on the integrating runner: they
-    ask whether the environment changed under it). Each is expected to take its last
+    when only reruns are owed (a failure's confirmation, integrate/flakes.py: those stay on
+    the integrating runner). Each is expected to take its last
     recorded duration, else what its lane said it took (`reported`, by check id), else
     DEFAULT_CHECK_MS."""
     said = reported or {}
@@ -113,7 +122,7 @@ def owed_checks(
         return found if len(found) == len(probes) else None
 
     every_level = len(levels) * max(1, len(united_checks(levels)))
-    judge_stack(levels, ask, every_level)
+    judge_stack(levels, ask, every_level, flakes)
     return list(owed.values())
 
 
@@ -122,6 +131,7 @@ def judged_prefix(
     cache: ResultCache,
     workers: int,
     used: dict[tuple[int, str, int], CheckResult],
+    flakes: FlakeRules = NO_FLAKES,
 ) -> tuple[int, StackJudgement | None]:
     """The highest level whose stack (it and every level below) the cache can judge: the top
     the background checks verified, though more lanes ended since."""
@@ -130,7 +140,9 @@ def judged_prefix(
         if any(cache.get(level.tree, check.digest) is None for check in level.checks):
             continue  # never a top: its own checks did not all run on its tree
         tried: dict[tuple[int, str, int], CheckResult] = {}
-        judged = judge_stack(levels[: top + 1], counted(cached(cache, levels), tried), workers)
+        judged = judge_stack(
+            levels[: top + 1], counted(cached(cache, levels), tried), workers, flakes
+        )
         if judged is not None:
             used.update(tried)
             return top, judged

@@ -138,9 +138,9 @@ class Verifier:
         self.cache.put(item.tree, item.check.digest, self._counted_result(item.tree, raw))
 
     def verify_again(self, tree: str, checks: Sequence[Check], attempt: int) -> list[CheckResult]:
-        """Run `checks` on `tree` afresh, whatever the cache holds (attempt 1 or 2): a check
-        failing on the stack's top is tried on the batch head itself before anyone is blamed
-        (rare: one environment group at a time)."""
+        """Run `checks` on `tree` afresh, whatever the cache holds (its `attempt`-th rerun
+        there): a failure is run again before it is anyone's (integrate/flakes.py; rare: one
+        environment group at a time)."""
         found: dict[str, CheckResult] = {}
         with self.cache.tree_lock(tree):
             unique = list({check.digest: check for check in checks}.values())

@@ -16,7 +16,7 @@ class ResultCache:
         self._lock = threading.Lock()
         self._tree_locks: dict[str, threading.Lock] = {}
         self._results: dict[tuple[str, str], CheckResult] = {}
-        # a check's first and second fresh run on the batch head (stack.py), by attempt
+        # a check's reruns on a tree (integrate/flakes.py), by attempt
         self._again: dict[tuple[str, str, int], CheckResult] = {}
         # per digest, the last tree it passed on: what a descriptor that declares what it
         # reads carries over to a tree that changed none of that
@@ -32,10 +32,19 @@ class ResultCache:
         # the batch head's tree: its runs are kept whatever ran since (what a candidate's
         # tests are judged against, issue 58)
         self._head: str | None = None
-        for entry in stored.entries if stored else ():
-            if entry.result.passed:  # (states written before failures stopped being stored)
-                self.put(entry.tree, entry.descriptor_digest, entry.result)
+        if stored is not None:
+            self.seed(stored)
         self._stored = None
+
+    def seed(self, stored: CheckCache) -> None:
+        """Take in the results a state stored that are not known here. Each was run, and
+        counted, by the pass that stored it: reused, it is no run of a stack's."""
+        for entry in stored.entries:
+            key = (entry.tree, entry.descriptor_digest)
+            if entry.result.passed and self.get(*key) is None:  # (older states kept failures)
+                self.put(*key, entry.result)
+                with self._lock:
+                    self._counted.add((*key, 0))
 
     def first_counted(self, keys: Iterable[tuple[str, str, int]]) -> int:
         """How many of these (tree, digest, attempt) results no stack counted before; from
@@ -98,7 +107,7 @@ class ResultCache:
             return self._again.get((tree, digest, attempt))
 
     def put_again(self, tree: str, digest: str, attempt: int, result: CheckResult) -> None:
-        """A fresh run of a check on the batch head (attempt 1 or 2)."""
+        """A check's `attempt`-th rerun on `tree`."""
         with self._lock:
             self._again[(tree, digest, attempt)] = result
 

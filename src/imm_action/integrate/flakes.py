@@ -1,0 +1,183 @@
+"""Flake-safe blame (issue 61, ADR 0071), pure: a failure is a lane's only when it is seen again.
+
+A check that fails on a tree is run there again before its failure counts: once on a stack's
+top, up to FLAKE_RERUNS times on a level bisection is about to blame, and as often on the batch
+head before the batch waits for a person. A rerun that passes makes the failure flaky, never a
+lane's: the passing rerun is the tree's result (the move goes on only when a rerun passed), and
+the tests that failed and then passed — the check's id where it reports no tests — are flaky
+for the rest of the batch. Their later failures are confirmed with every rerun, and before a
+lane is parked for them they are run again on its parent: failing there too, they are not the
+lane's. Tests the config lists in `flaky_tests` are reported when they fail and never block.
+
+Reruns cost runs only where a check failed: on honest lanes, with a test failing one run in
+twenty, about one rerun per twenty runs of that check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from imm_action.model.ledger import named_tests
+from imm_action.model.outcome import CheckResult
+from imm_action.verify.checks import Check
+
+# Reruns of a failure before a lane is parked for it (or the batch waits for a person): a test
+# failing one run in two blames an innocent lane one time in 2 ** (FLAKE_RERUNS + 1) at worst,
+# and only when it also passes its parent's reruns.
+FLAKE_RERUNS: Final = 3
+
+
+@dataclass(frozen=True)
+class FlakeRules:
+    """What a judgement knows of flaky tests before it starts: those seen to flip earlier in
+    the batch (`known`, the state's) and those the config lists (`listed`, never blocking)."""
+
+    known: frozenset[str] = frozenset()
+    listed: frozenset[str] = frozenset()
+
+
+NO_FLAKES: Final = FlakeRules()
+
+
+@dataclass
+class Flips:
+    """What a judgement learns of flaky tests: those known before (the batch state's), and each
+    flip it saw: a test's id (or a check's) on a level's tree, once however often it is asked."""
+
+    known: set[str] = field(default_factory=set)
+    _seen: dict[tuple[int, str], None] = field(default_factory=dict)
+
+    def flipped(self, level: int, tests: Collection[str]) -> None:
+        for test in sorted(tests):
+            self._seen[(level, test)] = None
+            self.known.add(test)
+
+    @property
+    def seen(self) -> tuple[str, ...]:
+        """A test's id per tree it flipped on."""
+        return tuple(test for _, test in self._seen)
+
+    def any_known(self, suspects: Collection[str]) -> bool:
+        return any(test in self.known for test in suspects)
+
+
+def suspects_of(check: Check, result: CheckResult) -> frozenset[str]:
+    """What a failure is about: the tests its report says failed, else the check itself."""
+    failing = result.tests.failing() if result.tests is not None else []
+    return frozenset(failing) if failing else frozenset({check.check_id})
+
+
+def still_failing(check: Check, suspects: frozenset[str], rerun: CheckResult) -> frozenset[str]:
+    """Of `suspects`, those a failing rerun fails again: where neither names tests, the check
+    itself; a test the rerun reports passing flipped."""
+    if rerun.passed:
+        return frozenset()
+    if suspects == {check.check_id} or rerun.tests is None:
+        return suspects
+    again = suspects_of(check, rerun)
+    return suspects & again if again != {check.check_id} else suspects
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """How a failure fared on its reruns: `suspects`, what failed on every run (none: it was
+    flaky), and the tree's result — the passing rerun where one passed, the last rerun where
+    what failed first did not fail again, else the first run."""
+
+    result: CheckResult
+    suspects: frozenset[str]
+
+    @property
+    def flaky(self) -> bool:
+        return not self.suspects
+
+
+# One rerun of a check on a level's tree (the attempt's number keys it: asked again, it is the
+# same run); None while its result is not known.
+RunAgain = Callable[[int, Check, int], CheckResult | None]
+
+
+def confirm(
+    level: int,
+    check: Check,
+    first: CheckResult,
+    run_again: RunAgain,
+    *,
+    reruns: int,
+    flips: Flips,
+    focus: frozenset[str] = frozenset(),
+) -> Confirmed | None:
+    """`first`, a failure on `level`'s tree, run again up to `reruns` times there, stopping as
+    soon as what failed first passes; None while a rerun is not known. `focus`: the tests a
+    search hunts (what failed on the top on every run), where `first` fails any of them."""
+    suspects = suspects_of(check, first)
+    suspects = (suspects & focus) or suspects
+    for attempt in range(1, reruns + 1):
+        rerun = run_again(level, check, attempt)
+        if rerun is None:
+            return None
+        kept = still_failing(check, suspects, rerun)
+        flips.flipped(level, suspects - kept)
+        if rerun.passed:
+            flaky = named_tests(sorted(suspects))
+            return Confirmed(rerun.model_copy(update={"flaky_tests": flaky}), frozenset())
+        if not kept:
+            return Confirmed(rerun, frozenset())
+        suspects = kept
+    return Confirmed(first, suspects)
+
+
+def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
+    """What a bisection hunts of the tests that failed on every run on the top: those never
+    seen to flip, where there are any — a flaky test failing beside a broken one must not lead
+    the search to a level it happened to fail on."""
+    steady = frozenset(test for test in suspects if test not in flips.known)
+    return steady or suspects
+
+
+def not_on_parent(
+    parent: int, check: Check, suspects: frozenset[str], run_again: RunAgain, flips: Flips
+) -> frozenset[str] | None:
+    """Of what failed on every run of a level, what does not fail on its parent, where
+    bisection (or the head's recorded verdict) saw it pass: run there afresh — once, or up to
+    FLAKE_RERUNS times for tests seen to flip. What fails there is no lane's: the environment
+    changed, or the test is flaky. None while a run is not known."""
+    for attempt in range(1, (FLAKE_RERUNS if flips.any_known(suspects) else 1) + 1):
+        rerun = run_again(parent, check, attempt)
+        if rerun is None:
+            return None
+        again = still_failing(check, suspects, rerun)
+        flips.flipped(parent, again)
+        suspects = suspects - again
+        if not suspects:
+            break
+    return suspects
+
+
+def forgiven(result: CheckResult, check: Check, listed: Collection[str]) -> CheckResult:
+    """`result`, passed, when every test it fails is listed in `flaky_tests` (or the check
+    itself is) and nothing else failed it (its time, output, tree, or a test lost another
+    way): reported, never blocking."""
+    if result.passed or not listed:
+        return result
+    if check.check_id in listed:
+        return result.model_copy(update={"passed": True, "flaky_tests": [check.check_id]})
+    failing = result.tests.failing() if result.tests is not None else []
+    if not failing or any(test not in listed for test in failing):
+        return result
+    if result.timed_out or result.output_limited or result.changed_outside or result.error:
+        return result
+    other_losses = [lost for lost in result.lost_tests if not lost.endswith(" (failed)")
+                    and not lost.endswith(" (error)")]  # fmt: skip
+    if other_losses:
+        return result
+    return result.model_copy(
+        update={"passed": True, "lost_tests": [], "flaky_tests": named_tests(failing)}
+    )
+
+
+def listed_unknown(listed: Sequence[str], reported: Mapping[str, object]) -> list[str]:
+    """The ids `flaky_tests` lists that no test report of the batch head names (a typo, or a
+    test since renamed): warned, as they forgive nothing."""
+    return [test for test in listed if test not in reported]

@@ -1,0 +1,197 @@
+"""Flake-safe blame (issue 61): a lane is parked only for a failure seen on every rerun of its
+candidate and not on its parent; a failure that passes a rerun is flaky, never a lane's. One
+check here (the repository's suite, held by the head) reports three tests; a script says which
+of them fail on each (level, rerun)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from imm_action.integrate.flakes import FLAKE_RERUNS, FlakeRules
+from imm_action.integrate.stack import Probe, StackFailed, StackLevel, StackPassed, judge_stack
+from imm_action.model.descriptor import parse_descriptor
+from imm_action.model.ledger import TestLedger
+from imm_action.model.outcome import CheckResult
+from imm_action.verify.checks import Check
+from tests.conftest import descriptor
+
+GOOD, BROKEN, FLAKY = "tests/t.py::good", "tests/t.py::broken", "tests/t.py::flaky"
+SUITE = Check("branch:1", parse_descriptor(descriptor(["-m", "pytest"])))
+
+# which tests fail on (level, rerun): 0 is a level's first run
+Script = Callable[[int, int], set[str]]
+
+
+def _run(failing: set[str]) -> CheckResult:
+    ledger = TestLedger(
+        source="junit",
+        tests={test: "failed" if test in failing else "passed" for test in (GOOD, BROKEN, FLAKY)},
+    )
+    return CheckResult(
+        check_id=SUITE.check_id, passed=not failing, exit_code=1 if failing else 0,
+        duration_ms=1, timed_out=False, output_limited=False, changed_outside=[],
+        output_tail="", tests=ledger, failed_tests=sorted(failing),
+    )  # fmt: skip
+
+
+class Stack:
+    """A head (level 0) and `size` lanes, every level judged by the suite the head holds."""
+
+    def __init__(self, size: int, script: Script) -> None:
+        self.size = size
+        self.script = script
+        self.asked: list[Probe] = []
+
+    def levels(self) -> list[StackLevel]:
+        return [StackLevel(f"tree{level}", (SUITE,)) for level in range(self.size + 1)]
+
+    def ask(self, probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        self.asked += probes
+        return {(p.level, p.check.digest): _run(self.script(p.level, p.again)) for p in probes}
+
+    def reruns(self) -> list[tuple[int, int]]:
+        return [(p.level, p.again) for p in self.asked if p.again]
+
+
+def test_a_failure_on_the_top_that_passes_its_rerun_lands_the_stack_and_is_flaky() -> None:
+    stack = Stack(8, lambda level, again: {FLAKY} if (level, again) == (8, 0) else set())
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackPassed)
+    # the move goes on with the rerun that passed, which says what flipped
+    (result,) = judged.results.values()
+    assert result.passed
+    assert result.flaky_tests == [FLAKY]
+    assert judged.flaky == (FLAKY,)
+    # one rerun, no bisection
+    assert stack.reruns() == [(8, 1)]
+    assert [probe.level for probe in stack.asked if not probe.again] == [8]
+
+
+def test_a_flake_during_bisection_blames_no_lane() -> None:
+    # the top fails twice; the probe at level 4 fails once and passes its rerun; the top's
+    # second rerun passes: nobody broke anything
+    failing = {(8, 0), (8, 1), (4, 0)}
+    stack = Stack(8, lambda level, again: {FLAKY} if (level, again) in failing else set())
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackPassed)
+    assert set(judged.flaky) == {FLAKY}
+    assert (4, 1) in stack.reruns()
+
+
+def test_a_broken_lane_is_parked_though_a_flaky_test_fails_beside_it() -> None:
+    # lane 5 breaks a test; a test known to flip fails on every first run of every level
+    def script(level: int, again: int) -> set[str]:
+        return ({BROKEN} if level >= 5 else set()) | ({FLAKY} if again == 0 else set())
+
+    stack = Stack(8, script)
+    judged = judge_stack(stack.levels(), stack.ask, flakes=FlakeRules(known=frozenset({FLAKY})))
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [5]
+    ((_, result),) = judged.culprits[5]
+    assert BROKEN in result.failed_tests
+    # seen on every rerun of its candidate; never seen to flip, once afresh on its parent
+    assert [again for level, again in stack.reruns() if level == 5] == [1, 2, 3]
+    assert [again for level, again in stack.reruns() if level == 4] == [1]
+
+
+def test_bisection_hunts_the_broken_test_not_a_flaky_one_failing_beside_it() -> None:
+    # lane 5 breaks a test; a test known to flip happens to fail on every run of levels 2 to
+    # 4 and of the top: the search follows the broken test, and lane 2 is not blamed
+    def script(level: int, again: int) -> set[str]:
+        return ({BROKEN} if level >= 5 else set()) | ({FLAKY} if level in {2, 3, 4, 8} else set())
+
+    stack = Stack(8, script)
+    judged = judge_stack(stack.levels(), stack.ask, flakes=FlakeRules(known=frozenset({FLAKY})))
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [5]
+
+
+def test_a_flaky_test_failing_on_the_candidate_and_its_parent_is_no_lanes() -> None:
+    # a test known to flip fails on every run from level 3 on, and on level 2's first rerun
+    def script(level: int, again: int) -> set[str]:
+        return {FLAKY} if level >= 3 or (level, again) == (2, 1) else set()
+
+    stack = Stack(8, script)
+    judged = judge_stack(stack.levels(), stack.ask, flakes=FlakeRules(known=frozenset({FLAKY})))
+    assert isinstance(judged, StackFailed)
+    assert judged.culprits == {}
+    assert [check.check_id for check, _ in judged.on_head] == ["branch:1"]
+    assert (2, 1) in stack.reruns()  # level 3's parent, run again
+
+
+def test_a_failure_never_seen_to_flip_is_the_lanes_when_its_parent_passes_a_fresh_run() -> None:
+    stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 else set())
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [6]
+    assert judged.flaky == ()
+    assert [again for level, again in stack.reruns() if level == 6] == [1, 2, 3]
+    assert [again for level, again in stack.reruns() if level == 5] == [1]
+
+
+def test_a_failure_that_its_parent_fails_afresh_is_no_lanes() -> None:
+    # the environment changed: the check fails from level 6 on, and on level 5 since its
+    # first run; bisection saw it pass there, the fresh run does not
+    stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 or again else set())
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackFailed)
+    assert judged.culprits == {}
+    assert [check.check_id for check, _ in judged.on_head] == ["branch:1"]
+
+
+def test_a_test_the_config_lists_as_flaky_never_blocks_and_is_reported() -> None:
+    stack = Stack(8, lambda level, again: {FLAKY})
+    listed = FlakeRules(listed=frozenset({FLAKY}))
+    judged = judge_stack(stack.levels(), stack.ask, flakes=listed)
+    assert isinstance(judged, StackPassed)
+    (result,) = judged.results.values()
+    assert result.passed
+    assert result.flaky_tests == [FLAKY]
+    assert FLAKY in judged.flaky
+    assert stack.reruns() == []
+
+
+def test_a_listed_flaky_test_does_not_hide_a_broken_one_beside_it() -> None:
+    def script(level: int, again: int) -> set[str]:
+        return {FLAKY} | ({BROKEN} if level >= 2 else set())
+
+    stack = Stack(8, script)
+    judged = judge_stack(stack.levels(), stack.ask, flakes=FlakeRules(listed=frozenset({FLAKY})))
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [2]
+
+
+@given(
+    size=st.integers(min_value=1, max_value=12),
+    breaker=st.none() | st.integers(min_value=1, max_value=12),
+    flake_runs=st.sets(
+        st.tuples(st.integers(min_value=0, max_value=12), st.integers(min_value=0, max_value=3))
+    ),
+    known=st.booleans(),
+)
+def test_a_lane_is_parked_only_for_a_failure_seen_on_every_run_of_its_candidate(
+    size: int, breaker: int | None, flake_runs: set[tuple[int, int]], known: bool
+) -> None:
+    # a broken test from `breaker` on; a flaky one failing on the runs `flake_runs` names
+    def script(level: int, again: int) -> set[str]:
+        broken = {BROKEN} if breaker is not None and level >= breaker else set()
+        return broken | ({FLAKY} if (level, again) in flake_runs else set())
+
+    stack = Stack(size, script)
+    flakes = FlakeRules(known=frozenset({FLAKY}) if known else frozenset())
+    judged = judge_stack(stack.levels(), stack.ask, flakes=flakes)
+    if breaker is not None and breaker <= size:
+        # a broken lane is never let through, and is the culprit unless an earlier lane is
+        # blamed for a flaky test that failed on every one of its runs
+        assert isinstance(judged, StackFailed)
+        assert breaker in judged.culprits or any(level < breaker for level in judged.culprits)
+    assert judged is not None
+    culprits = judged.culprits if isinstance(judged, StackFailed) else {}
+    for level in culprits:
+        if breaker is not None and level == breaker:
+            continue
+        # an innocent lane: its flaky test failed on its first run and on every rerun there
+        assert all((level, again) in flake_runs for again in range(FLAKE_RERUNS + 1))
