@@ -156,3 +156,34 @@ def test_a_later_pass_counts_no_run_an_earlier_pass_counted(
     assert "verified 2 lanes as one stack (a, b): 8 check runs; bisection found b" in err
     assert "verified 1 lane as one stack (a): 1 check run, every check passed" in err
     assert f"integration: 2 stacks verified, {len(ran)} check runs, 0 carried over" in out
+
+
+def test_a_task_check_running_the_branch_checks_command_runs_once_on_a_tree(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_dir: Path,
+) -> None:
+    """Issue 61 #3: a's check is the branch check's command with a time limit of its own. On
+    each tree it runs once, both ids get the verdict, and the stack line says so."""
+    monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
+    (tmp_path / "behaviour.json").write_text("{}")
+    counter = open_dir / "runs"
+    argv = ["check.py", "suite", str(counter)]
+    config = (
+        "branch_checks:\n  - name: suite\n"
+        f"    command: {{executable: python3, argv: {json.dumps(argv)}}}\n"
+    )
+    repo = make_project(
+        tmp_path / "r", {"a": []}, checks={"a": descriptor(argv, timeout_ms=120_000)},
+        extra_files={"check.py": _CHECK, ".github/imm.yml": config, "suite.txt": ""},
+    )  # fmt: skip
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+    assert code == 0, err
+    # the base's suite; a's check in its lane; the stack's top: one run for both
+    assert counter.read_text().split() == ["suite"] * 3
+    assert (
+        "verified 1 lane as one stack (a): 1 check run, 1 given by another check's run of the "
+        "same command, every check passed on its top"
+    ) in err
+    assert "integration: 1 stack verified, 2 check runs" in out

@@ -440,6 +440,7 @@ class StackRecord:
     carried: int = 0  # checks whose last pass was carried over (nothing they read changed)
     on_head: tuple[str, ...] = ()  # check ids no lane is blamed for (failing on the head)
     on_runners: int = 0  # results verify jobs on other runners found (decision 0054)
+    shared: int = 0  # verdicts another check's run gave: the same command on the same tree
 
     def line(self) -> str:
         runs = f"{self.check_runs} check run{'' if self.check_runs == 1 else 's'}"
@@ -447,6 +448,8 @@ class StackRecord:
             runs += f" here, {self.on_runners} on verify runners"
         if self.carried:
             runs += f", {self.carried} carried over"
+        if self.shared:
+            runs += f", {self.shared} given by another check's run of the same command"
         count = len(self.lanes)
         head = (
             f"verified {count} lane{'' if count == 1 else 's'} as one stack ({listed(self.lanes)})"

@@ -75,6 +75,9 @@ class CheckResult(StrictModel):
     # Tests (a check's id, where it reports none) that failed on this tree and pass in this
     # run, or failed here and are listed in `flaky_tests` (issue 61): flaky, never a lane's.
     flaky_tests: NamedTests = Field(default_factory=list)
+    # The check whose run gave this verdict (issue 61): the same command, cwd and environment
+    # on the same tree run once, and every check of them gets the verdict. None: its own run.
+    ran_as: Annotated[str, Field(max_length=200)] | None = None
 
 
 class Failure(StrictModel):

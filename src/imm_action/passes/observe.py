@@ -247,6 +247,7 @@ class ObservedStack:
     owed: tuple[OwedCheck, ...] = ()
     top: str | None = None
     flaky: tuple[str, ...] = ()  # a test's id (or a check's) per tree it flipped on
+    shared: int = 0  # verdicts another check's run gave (the same command on the same tree)
 
 
 def observe_candidates(
@@ -315,11 +316,12 @@ def observe_candidates(
     ran = frozenset(
         (levels[level].tree, digest, again)
         for (level, digest, again), result in used.items()
-        if not result.carried_over
+        if not result.carried_over and result.ran_as is None
     )
+    shared = sum(1 for result in used.values() if result.ran_as is not None)
     return ObservedStack(
         judged_chain, on_head, held_count, len(used), carried, ran, owed=owed, top=top_commit,
-        flaky=judged.flaky,
+        flaky=judged.flaky, shared=shared,
     )  # fmt: skip
 
 
@@ -403,9 +405,9 @@ def stack_record(
     # and the runs of this pass (`ran_here`) or of `imm run`'s background worker
     first_used = verifier.cache.first_counted(observed.ran)
     if ran_here:
-        on_runners = min(on_runners, max(0, observed.probes - verifier.runs))
+        on_runners = min(on_runners, max(0, observed.probes - verifier.runs - observed.shared))
         check_runs = verifier.runs
-        carried = max(0, observed.probes - verifier.runs - on_runners)
+        carried = max(0, observed.probes - verifier.runs - on_runners - observed.shared)
     else:
         carried = observed.carried
         on_runners = min(on_runners, first_used)
@@ -425,7 +427,7 @@ def stack_record(
         if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
     )
     lanes = tuple(entry.task_id for entry in chain if verifiable(entry))
-    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners)
+    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners, observed.shared)
 
 
 def _build(

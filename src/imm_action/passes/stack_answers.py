@@ -97,8 +97,9 @@ def owed_checks(
     """What judging the whole stack needs next that `cache` does not know: the top's united
     checks, or a bisection's probes — at every level of each open range at once, so one
     fan-out finds each first failing level. [] when the stack is judged from the cache, or
-    when only reruns are owed (a failure's confirmation, integrate/flakes.py: those stay on
-    the integrating runner). Each is expected to take its last
+    when only reruns are owed. Reruns (a failure's confirmation, integrate/flakes.py) stay on
+    the integrating runner: here a rerun not known yet is taken to fail as its first run did,
+    so the bisection behind it is owed at once. Each is expected to take its last
     recorded duration, else what its lane said it took (`reported`, by check id), else
     DEFAULT_CHECK_MS."""
     said = reported or {}
@@ -109,6 +110,8 @@ def owed_checks(
         for probe in probes:
             tree, digest = levels[probe.level].tree, probe.check.digest
             result = _cached_result(cache, levels, probe)
+            if result is None and probe.again:
+                result = cache.get(tree, digest)  # as if it failed again
             if result is not None:
                 found[(probe.level, digest)] = result
             elif not probe.again:

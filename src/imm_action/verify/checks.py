@@ -32,6 +32,7 @@ from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, 
 from imm_action.verify.command_run import TESTS_FOLDER, Sandbox, run_check, run_command
 from imm_action.verify.overlays import OverlayTree, taken_tree
 from imm_action.verify.result_cache import ResultCache
+from imm_action.verify.same_run import by_run, leader, served
 from imm_action.verify.trees import CheckoutTree, remove_tree
 
 
@@ -90,37 +91,46 @@ class Verifier:
         longest first (by each descriptor's last recorded duration), pulled by the workers,
         each in a checkout of its own (check_queue.py): a stack's united checks (SPEC §5.4),
         or a bisection's probes on several trees, take about their total over the workers, not
-        the longest worker's fixed share."""
+        the longest worker's fixed share. Checks of one run on one tree run once
+        (same_run.py)."""
         trees = sorted({job.tree for job in jobs})
         with contextlib.ExitStack() as locks:
             for tree in trees:  # in one order: callers of `verify` hold one lock at a time
                 locks.enter_context(self.cache.tree_lock(tree))
-            pending: dict[tuple[str, str], QueuedCheck] = {}
+            unknown: dict[str, list[Check]] = {}
             for job in jobs:
-                for check in job.checks:
-                    key = (job.tree, check.digest)
-                    if key not in pending and self.known(job.tree, check) is None:
-                        pending[key] = QueuedCheck(job.tree, check)
+                unknown.setdefault(job.tree, []).extend(
+                    check for check in job.checks if self.known(job.tree, check) is None
+                )
+            pending = [(tree, group) for tree, checks in unknown.items()
+                       for group in by_run(checks).values()]  # fmt: skip
             if pending:
-                self._run_queued(list(pending.values()))
+                self._run_queued(pending)
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
     def known(self, tree: str, check: Check) -> CheckResult | None:
-        """`check`'s result on `tree` without running it: cached, or carried over from its last
-        pass (and cached then)."""
+        """`check`'s result on `tree` without running it: cached, served by the run of a check
+        of the same run there, or carried over from its last pass (and cached then)."""
         cached = self.cache.get(tree, check.digest)
         if cached is None:
-            cached = self._carried(tree, check)
+            cached = self.cache.serving(tree, check) or self._carried(tree, check)
             if cached is not None:
                 self.cache.put(tree, check.digest, cached)
         return cached
 
-    def _run_queued(self, items: list[QueuedCheck]) -> None:
+    def _run_queued(self, groups: list[tuple[str, list[Check]]]) -> None:
         place = self._place or unconfined_place(self._path_env)
         prepared = place.prepared(self._repo)
+        items = [QueuedCheck(tree, leader(group)) for tree, group in groups]
+        served_by = {(item.tree, item.check.digest): group for item, (_, group) in
+                     zip(items, groups, strict=True)}  # fmt: skip
+
+        def record(item: QueuedCheck, raw: CheckResult) -> None:
+            self._record(item, raw, served_by[(item.tree, item.check.digest)])
+
         if isinstance(prepared, CheckResult):
             for item in items:
-                self._record(item, _setup_failed(item.check, prepared))
+                record(item, _setup_failed(item.check, prepared))
             return
 
         def open_sandbox(tree: str, stack: contextlib.ExitStack) -> tuple[Sandbox, Fresh]:
@@ -132,21 +142,30 @@ class Verifier:
             return sandbox, _fresh_view(checkout, tree, folder, prepared, place.confinement)
 
         ordered = longest_first(items, lambda item: self.cache.duration_ms(item.check.digest))
-        run_queue(ordered, self.workers, open_sandbox, self._record, _prepare_failed)
+        run_queue(ordered, self.workers, open_sandbox, record, _prepare_failed)
 
-    def _record(self, item: QueuedCheck, raw: CheckResult) -> None:
-        self.cache.put(item.tree, item.check.digest, self._counted_result(item.tree, raw))
+    def _record(self, item: QueuedCheck, raw: CheckResult, group: Sequence[Queued]) -> None:
+        result = self._counted_result(item.tree, raw)
+        self.cache.note_run(item.tree, item.check)
+        for check in group:
+            self.cache.put(item.tree, check.digest, served(result, item.check, check))
 
     def verify_again(self, tree: str, checks: Sequence[Check], attempt: int) -> list[CheckResult]:
         """Run `checks` on `tree` afresh, whatever the cache holds (its `attempt`-th rerun
         there): a failure is run again before it is anyone's (integrate/flakes.py; rare: one
-        environment group at a time)."""
+        environment group at a time). Checks of one run run once."""
         found: dict[str, CheckResult] = {}
         with self.cache.tree_lock(tree):
-            unique = list({check.digest: check for check in checks}.values())
-            for environment, group in _by_environment(unique):
-                for check, raw in self._run_group(tree, environment, group, None):
-                    found[check.digest] = self._counted_result(tree, raw)
+            groups = list(by_run(checks).values())
+            leaders = [leader(group) for group in groups]
+            by_leader = {
+                run_by.digest: group for run_by, group in zip(leaders, groups, strict=True)
+            }
+            for environment, group in _by_environment(leaders):
+                for run_by, raw in self._run_group(tree, environment, group, None):
+                    result = self._counted_result(tree, raw)
+                    for check in by_leader[run_by.digest]:
+                        found[check.digest] = served(result, run_by, check)
         for digest, result in found.items():
             self.cache.put_again(tree, digest, attempt, result)
         return [found[check.digest].model_copy(update={"check_id": check.check_id})
@@ -185,21 +204,26 @@ class Verifier:
             return self._verify(tree, list(checks), at)
 
     def _verify(self, tree: str, checks: list[Check], at: CheckoutTree | None) -> list[CheckResult]:
-        # One run per (tree, descriptor): checks of several tasks that share a descriptor (the
-        # project's test suite, say) run it once, and each gets the result under its own id.
+        # One run per (tree, descriptor), and per run (same_run.py): checks of several tasks
+        # that share a descriptor or a command (the project's test suite, say) run it once, and
+        # each gets the result under its own id.
         by_digest: dict[str, CheckResult] = {}
-        pending: dict[str, Check] = {}
+        pending: list[Check] = []
         for check in checks:
-            cached = None if check.digest in pending else self.known(tree, check)
+            cached = self.known(tree, check)
             if cached is not None:
                 by_digest[check.digest] = cached
-            else:
-                pending.setdefault(check.digest, check)
-        for environment, group in _by_environment(list(pending.values())):
-            for check, raw in self._run_group(tree, environment, group, at):
+            elif all(check.digest != other.digest for other in pending):
+                pending.append(check)
+        groups = list(by_run(pending).values())
+        by_leader = {leader(group).digest: group for group in groups}
+        for environment, group in _by_environment([leader(group) for group in groups]):
+            for run_by, raw in self._run_group(tree, environment, group, at):
                 result = self._counted_result(tree, raw)
-                self.cache.put(tree, check.digest, result)
-                by_digest[check.digest] = result
+                self.cache.note_run(tree, run_by)
+                for check in by_leader[run_by.digest]:
+                    by_digest[check.digest] = served(result, run_by, check)
+                    self.cache.put(tree, check.digest, by_digest[check.digest])
         return [
             by_digest[check.digest].model_copy(update={"check_id": check.check_id})
             for check in checks

@@ -7,6 +7,8 @@ import threading
 from collections.abc import Iterable
 
 from imm_action.model.outcome import CachedCheck, CheckCache, CheckResult
+from imm_action.verify.check_queue import Queued
+from imm_action.verify.same_run import run_key, served, serves
 
 
 class ResultCache:
@@ -29,6 +31,8 @@ class ResultCache:
         self._stored: CheckCache | None = None
         # (tree, digest, attempt) results a stack's record has counted as runs already
         self._counted: set[tuple[str, str, int]] = set()
+        # per (tree, run key), the check whose run there may serve others (verify/same_run.py)
+        self._runs: dict[tuple[str, str], Queued] = {}
         # the batch head's tree: its runs are kept whatever ran since (what a candidate's
         # tests are judged against, issue 58)
         self._head: str | None = None
@@ -90,6 +94,20 @@ class ResultCache:
                 if not result.carried_over:
                     self._last_run[digest] = tree
                     self._stored = None
+
+    def note_run(self, tree: str, check: Queued) -> None:
+        """`check` ran on `tree`: its run may serve a check of the same run there."""
+        with self._lock:
+            self._runs[(tree, run_key(check))] = check
+
+    def serving(self, tree: str, check: Queued) -> CheckResult | None:
+        """`check`'s verdict from the run of another check of the same run on `tree`."""
+        with self._lock:
+            run_by = self._runs.get((tree, run_key(check)))
+            found = None if run_by is None else self._results.get((tree, run_by.digest))
+        if run_by is None or found is None or not serves(run_by, check):
+            return None
+        return served(found, run_by, check)
 
     def duration_ms(self, digest: str) -> int | None:
         """How long the newest run of `digest` took (None: never run, as far as known)."""
