@@ -14,7 +14,7 @@ twenty, about one rerun per twenty runs of that check."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -175,9 +175,3 @@ def forgiven(result: CheckResult, check: Check, listed: Collection[str]) -> Chec
     return result.model_copy(
         update={"passed": True, "lost_tests": [], "flaky_tests": named_tests(failing)}
     )
-
-
-def listed_unknown(listed: Sequence[str], reported: Mapping[str, object]) -> list[str]:
-    """The ids `flaky_tests` lists that no test report of the batch head names (a typo, or a
-    test since renamed): warned, as they forgive nothing."""
-    return [test for test in listed if test not in reported]

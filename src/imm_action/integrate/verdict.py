@@ -27,6 +27,7 @@ from imm_action.model.state import (
     BranchVerdict,
     ChildState,
     QuarantinedHead,
+    flaky_said,
 )
 from imm_action.plan.lane_change import TOUCHES_CHECK
 from imm_action.text import listed, plural
@@ -366,6 +367,7 @@ def build_report(state: BatchRunState, verdict: Verdict, now: str) -> BatchRunRe
             for child in state.children
             if child.retired_tests and child.state.done
         ],
+        flaky=[f"flaky test {test}: {said}" for test, said in flaky_said(state)],
     )
 
 

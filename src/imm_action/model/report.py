@@ -64,6 +64,9 @@ class BatchRunReport(StrictModel):
     # "t1 retired tests/test_old.py::test_a, …": the tests each landed task's intent retired
     # (`retires_tests`, issue 58), no longer owed by the branch
     retired: list[str] = Field(default_factory=list)
+    # "flaky test tests/t.py::test_io: flipped 2 times in this batch; no lane was blamed for it":
+    # the tests seen to fail on a tree and pass there (issue 61), the most flips first
+    flaky: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _every_unfinished_child_says_why(self) -> BatchRunReport:

@@ -350,3 +350,23 @@ def _child_violations(child: BatchChild) -> list[str]:
     if child.state in REASONED_STATES and not child.reason:
         problems.append(f"is {child.state} without a reason")
     return problems
+
+
+MAX_FLAKY_SHOWN = 10
+
+
+def flaky_said(state: BatchRunState) -> list[tuple[str, str]]:
+    """The tests seen to flip in the batch (issue 61), the most flips first, each with what is
+    said of it; past MAX_FLAKY_SHOWN, one entry counts the rest."""
+    ranked = sorted(state.flaky_tests.items(), key=lambda item: (-item[1], item[0]))
+    shown = [
+        (
+            test,
+            f"flipped {count} time{'' if count == 1 else 's'} in this batch; no lane was "
+            "blamed for it",
+        )
+        for test, count in ranked[:MAX_FLAKY_SHOWN]
+    ]
+    if len(ranked) > MAX_FLAKY_SHOWN:
+        shown.append((f"… and {len(ranked) - MAX_FLAKY_SHOWN} more", "seen to flip"))
+    return shown

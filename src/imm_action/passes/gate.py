@@ -187,11 +187,29 @@ def green_base(
     head, tree = base
     failed, flips = red_base(verifier, gate, tree, frozenset(state.flaky_tests))
     state = transitions.note_flaky(state, flips)
+    unknown = unnamed_flaky(verifier.cache, gate, tree)
+    if unknown:
+        log(
+            f"warning: flaky_tests in .github/imm.yml lists {listed(unknown)}, which no branch "
+            f"check's test report on {state.base_ref} names: it forgives nothing (write each "
+            "id as the report names it, e.g. tests/test_io.py::test_timeout)"
+        )
     for check, result in failed:
         log(f"branch check {check.check_id} failed on the base ({how_it_ended(check, result)})")
     if not failed:
         return state
     return transitions.head_check_failed(state, base_failure_reason(state.base_ref, head, failed))
+
+
+def unnamed_flaky(results: ResultCache, gate: BranchGate, tree: str) -> list[str]:
+    """The ids `flaky_tests` lists that neither name a branch check nor a test the branch
+    checks reported on `tree` (the base): a typo, or a test since renamed."""
+    named = {check.check_id for check in gate.checks}
+    for check in gate.checks:
+        result = results.get(tree, check.digest)
+        if result is not None and result.tests is not None:
+            named.update(result.tests.tests)
+    return sorted(test for test in gate.flaky if test not in named)
 
 
 def how_it_ended(check: Check, result: CheckResult) -> str:

@@ -13,7 +13,13 @@ from pathlib import Path
 from imm_action.costs import cost_cell
 from imm_action.model.report import BatchRunReport, ReportChild
 from imm_action.model.shard import shard_line
-from imm_action.model.state import BatchRunState, BatchState, ChildState, Continuation
+from imm_action.model.state import (
+    BatchRunState,
+    BatchState,
+    ChildState,
+    Continuation,
+    flaky_said,
+)
 from imm_action.render.failures import failure_details, failures_markdown, folded_failures
 from imm_action.render.inert import code_span, inert
 from imm_action.render.plan import cell, mermaid_dag
@@ -74,6 +80,7 @@ def batch_body(
         "",
         *adopted_markdown(report),
         *retired_markdown(state),
+        *flaky_markdown(state),
         *failures_markdown(report.children),
         *failure_details(state.branch, report.branch_failures),
         "```mermaid",
@@ -91,6 +98,13 @@ def retired_markdown(state: BatchRunState) -> list[str]:
         for child in state.children
         if child.retired_tests and child.state.done
     ]
+    return [*lines, ""] if lines else []
+
+
+def flaky_markdown(state: BatchRunState) -> list[str]:
+    """The tests seen to flip (issue 61), every id a code span: a test's id is the suite's text,
+    never Markdown that renders."""
+    lines = [f"- flaky: {code_span(test)} {said}" for test, said in flaky_said(state)]
     return [*lines, ""] if lines else []
 
 
@@ -208,6 +222,7 @@ def batch_text(
     lines.extend(report.adopted)
     lines.extend(report.quarantined)
     lines.extend(report.retired)
+    lines.extend(report.flaky)
     if full is not None:
         lines.append(f"every failure in full: {full}")
     commands = local_commands(report, program, repo, executor, idle) if repo is not None else []
