@@ -196,3 +196,57 @@ def test_a_task_ordered_after_another_starts_once_it_ended_landed_or_parked() ->
         CandidateChild("s", (), ("s",), pending=False, in_flight=False, done=False),  # parked
     ):
         assert startable([ended, later], limits) == ["c"]
+
+
+def _committed(task_id: str, scope: tuple[str, ...], needs: tuple[str, ...] = ()) -> CandidateChild:
+    """A child whose lane committed and waits for the integrator (issue 61)."""
+    return CandidateChild(task_id, needs, scope, pending=False, in_flight=True, done=False,
+                          holds_lane=False, committed=True)  # fmt: skip
+
+
+def test_a_dependent_of_committed_lanes_starts_speculatively_on_their_scope() -> None:
+    # b builds on a's module: a's scope is its base's, not a conflict
+    children = [_committed("a", ("src/m",)), _pending("b", ("src/m",), ("a",))]
+    assert startable(children, AdmissionLimits(max_parallel=2, speculate=True)) == ["b"]
+    assert startable(children, AdmissionLimits(max_parallel=2)) == []
+
+
+def test_a_speculative_child_still_waits_for_a_dependency_at_work_or_a_foreign_scope() -> None:
+    at_work = CandidateChild("a", (), ("a",), pending=False, in_flight=True, done=False)
+    limits = AdmissionLimits(max_parallel=3, speculate=True)
+    assert startable([at_work, _pending("b", ("b",), ("a",))], limits) == []
+    # x is committed but no dependency of b's: its scope still keeps b out
+    children = [_committed("a", ("a",)), _committed("x", ("src/m",)),
+                _pending("b", ("src/m",), ("a",))]  # fmt: skip
+    assert startable(children, limits) == []
+
+
+@given(
+    states=st.lists(
+        st.sampled_from(["pending", "at_work", "committed", "done"]), min_size=2, max_size=8
+    ),
+)
+def test_a_speculative_start_needs_every_dependency_landed_or_committed(states: list[str]) -> None:
+    # a chain: each task needs every one before it, all in one scope; none further on than
+    # what it needs
+    rank = {"done": 3, "committed": 2, "at_work": 1, "pending": 0}
+    states = sorted(states, key=lambda state: -rank[state])
+    children = []
+    for index, state in enumerate(states):
+        needs = tuple(f"t{i}" for i in range(index))
+        base = _pending(f"t{index}", ("src/m",), needs)
+        children.append(
+            {"pending": base,
+             "at_work": replace(base, pending=False, in_flight=True),
+             "committed": replace(base, pending=False, in_flight=True, holds_lane=False,
+                                  committed=True),
+             "done": replace(base, pending=False, done=True)}[state]
+        )  # fmt: skip
+    started = startable(children, AdmissionLimits(max_parallel=8, speculate=True))
+    for task in started:
+        index = int(task[1:])
+        assert all(states[i] in ("committed", "done") for i in range(index))
+        assert states[index] == "pending"
+    first = next((i for i, s in enumerate(states) if s == "pending"), None)
+    if first is not None and all(s in ("committed", "done") for s in states[:first]):
+        assert started == [f"t{first}"]  # and only it: the next needs it

@@ -92,6 +92,7 @@ def pass_request(
         admit=admit,
         start=start,
         barrier_globs=tuple(batch_repo.config.barrier_files),
+        speculative_lanes=batch_repo.config.speculative_lanes,
         stopped=stopped,
         retry=retry,
         committer=committer_of(batch_repo.config),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from imm_action.git.objects import MergeResult
 from imm_action.git.repo import GitRepo
 
 
@@ -56,14 +57,22 @@ BuildProblem = LaneParentsWrong | LaneBaseNotInHead | MergeBaseForeign | MergeCo
 BuildResult = Candidate | BuildProblem | ChangeNotCarried
 
 
-def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) -> BuildResult:
+def build_candidate(
+    repo: GitRepo, head: str, lane_base: str, lane_commit: str, *, speculative: bool = False
+) -> BuildResult:
     """The lane commit rebuilt on `head`, proven to carry exactly the lane's change — or what
-    stood in the way."""
+    stood in the way. `speculative`: the lane base is a base imm built for a speculative lane
+    (the batch head it started from and its dependencies' lane commits, issue 61), never an
+    ancestor of `head`: the lane's change is merged with that base as the merge base."""
     lane = repo.commit(lane_commit)
     if lane.parents != (lane_base,):
         return LaneParentsWrong(lane.parents)
     if head == lane_base:
         return Candidate(lane_commit, lane.tree, head, lane_base, lane_commit)
+    if speculative and not repo.is_ancestor(lane_base, head):
+        return _merged_on(
+            repo, head, lane_base, lane_commit, _merge_with_base(repo, lane_base, head, lane_commit)
+        )
     # `merge-tree --merge-base` needs git 2.40; on 2.39 we prove the merge base is the lane
     # base and let merge-tree find that same base itself. The batch's own history is usually a
     # plain chain of candidates since the lane base, which proves it without a process;
@@ -75,7 +84,32 @@ def build_candidate(repo: GitRepo, head: str, lane_base: str, lane_commit: str) 
         if not repo.is_ancestor(lane_base, head):
             return LaneBaseNotInHead()
         return MergeBaseForeign(tuple(bases))
-    merged = repo.merge_trees(head, lane_commit)
+    return _merged_on(repo, head, lane_base, lane_commit, repo.merge_trees(head, lane_commit))
+
+
+def _merge_with_base(repo: GitRepo, base: str, ours: str, theirs: str) -> MergeResult:
+    """The three-way merge of `ours` and `theirs` with `base` as the merge base, whatever
+    their histories: merge-tree of two commits of their trees on one root commit of `base`'s
+    (git 2.39 has no `--merge-base`). Fixed dates: the same inputs give the same objects."""
+    lane = repo.commit(theirs)
+
+    def commit_of(tree: str, parents: list[str], message: str) -> str:
+        return repo.commit_tree(
+            tree, parents, message, author=lane.author, author_date=lane.author_date,
+            committer=lane.committer, committer_date=lane.committer_date,
+        )  # fmt: skip
+
+    root = commit_of(repo.commit(base).tree, [], "imm: a speculative lane's base")
+    left = commit_of(repo.commit(ours).tree, [root], "imm: the batch head")
+    right = commit_of(lane.tree, [root], "imm: the lane commit")
+    return repo.merge_trees(left, right)
+
+
+def _merged_on(
+    repo: GitRepo, head: str, lane_base: str, lane_commit: str, merged: MergeResult
+) -> BuildResult:
+    """The candidate of `merged` on `head`, proven to carry exactly the lane's change."""
+    lane = repo.commit(lane_commit)
     if merged.conflicts:
         return MergeConflicts(merged.conflicts)
     # Every input of the candidate is fixed by the lane commit and the head (the date too), so a

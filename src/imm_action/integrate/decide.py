@@ -120,6 +120,8 @@ class Quarantine:
 class Admit:
     task_id: str
     base_head: str
+    # the committed dependencies whose changes its base must hold (a speculative lane)
+    speculative_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -369,6 +371,7 @@ class AdmissionRules:
     scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     barrier_globs: tuple[str, ...] = ()
     in_flight_usd: float = 0.0  # what lanes at work spent so far, where the runner sees it
+    speculate: bool = False  # `speculative_lanes` (issue 61)
 
 
 def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]:
@@ -385,6 +388,7 @@ def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]
             done=c.state.done,
             holds_lane=c.state in LANE_AT_WORK,
             after=tuple(c.after or ()),
+            committed=c.state is ChildState.LANE_COMMITTED,
         )
         for c in state.children
     ]
@@ -394,13 +398,21 @@ def startable_children(state: BatchRunState, rules: AdmissionRules) -> list[str]
         if cost_budget_used(state, rules.in_flight_usd)
         else state.budget.max_children - t.admissions_used(state),
         barrier_globs=rules.barrier_globs,
+        speculate=rules.speculate,
     )
     return startable(view, limits)
 
 
 def decide_admissions(state: BatchRunState, head: str, rules: AdmissionRules) -> tuple[Admit, ...]:
-    """Each startable child, bound to the current batch head."""
-    return tuple(Admit(task_id, head) for task_id in startable_children(state, rules))
+    """Each startable child, bound to the current batch head — and, for one whose dependencies
+    have committed but not landed (a speculative lane), to their lane commits on top of it."""
+    committed = {c.task_id for c in state.children if c.state is ChildState.LANE_COMMITTED}
+    needs = {c.task_id: c.blocked_by for c in state.children}
+    order = [c.task_id for c in state.children]  # plan order: a dependency before its dependents
+    return tuple(
+        Admit(task_id, head, tuple(t for t in order if t in committed and t in needs[task_id]))
+        for task_id in startable_children(state, rules)
+    )
 
 
 Mutation = Callable[[BatchRunState], BatchRunState]

@@ -16,6 +16,7 @@ from imm_action.integrate.reasons import (
 from imm_action.model.outcome import Failure
 from imm_action.model.spend import NO_SPEND, AgentSpend
 from imm_action.model.state import (
+    IN_FLIGHT_STATES,
     MAX_FLAKY_KEPT,
     UNCONFINED_CAUSES,
     UNCONFINED_MAX,
@@ -62,11 +63,22 @@ def _require(child: BatchChild, allowed: Iterable[ChildState], action: str) -> N
 
 
 def admit(
-    state: BatchRunState, task_id: str, base_head: str, branch: str, runner: Runner
+    state: BatchRunState,
+    task_id: str,
+    base_head: str,
+    branch: str,
+    runner: Runner,
+    *,
+    speculative_on: Sequence[str] = (),
 ) -> BatchRunState:
+    """`speculative_on`: the committed dependencies whose lane commits `base_head` holds on the
+    batch head (a speculative lane, issue 61)."""
     child = child_of(state, task_id)
     _require(child, [ChildState.PENDING], "admit")
-    lane = Lane(branch=branch, base_head=base_head, lane_commit=None, runner=runner)
+    lane = Lane(
+        branch=branch, base_head=base_head, lane_commit=None, runner=runner,
+        speculative_on=list(speculative_on) or None,
+    )  # fmt: skip
     return _with_child(
         state, task_id, {"state": ChildState.LANE_ADMITTED, "lane": lane, "reason": None}
     )
@@ -340,3 +352,30 @@ def note_flaky(state: BatchRunState, flips: Sequence[str]) -> BatchRunState:
         if test in counts or len(counts) < MAX_FLAKY_KEPT:
             counts[test] = counts.get(test, 0) + 1
     return state.model_copy(update={"flaky_tests": counts})
+
+
+def set_back_speculative(state: BatchRunState) -> tuple[BatchRunState, tuple[str, ...]]:
+    """Speculative lanes (issue 61) a dependency of which will not land as it committed — it
+    was parked, cancelled or set back itself — go back to pending, with what their agents
+    spent; they are admitted again once their dependencies land. Returns the tasks set back."""
+    set_back: list[str] = []
+    while True:
+        states = {child.task_id: child.state for child in state.children}
+        lost = [
+            child.task_id
+            for child in state.children
+            if child.state in IN_FLIGHT_STATES
+            and child.lane is not None
+            and child.lane.speculative_on
+            and any(
+                states.get(task) not in (ChildState.LANE_COMMITTED, ChildState.INTEGRATED)
+                for task in child.lane.speculative_on
+            )
+        ]
+        if not lost:
+            return state, tuple(set_back)
+        for task_id in lost:
+            state = _with_child(
+                state, task_id, {"state": ChildState.PENDING, "lane": None, "reason": None}
+            )
+        set_back += lost

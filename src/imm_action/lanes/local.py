@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -300,6 +300,14 @@ class LocalLanes:
         that gives none (the coordinator then looks every few milliseconds)."""
         found = [getattr(lane.process, "sentinel", None) for lane in self.running.values()]
         return [handle for handle in found if handle is not None] if None not in found else None
+
+    def stop_some(self, task_ids: Iterable[str]) -> None:
+        """Ask the running lanes of `task_ids` to end (SIGINT); `reap` collects them."""
+        for task_id in task_ids:
+            lane = self.running.get(task_id)
+            if lane is not None and lane.process.poll() is None:
+                with contextlib.suppress(OSError, ValueError):
+                    lane.process.send_signal(signal.SIGINT)
 
     def stop_all(self) -> None:
         """End every running lane: SIGINT first, SIGKILL after a grace period. A lane forked

@@ -262,6 +262,10 @@ class Coordinator:
 
     def _start_admitted(self, result: PassResult) -> None:
         state = result.stored.state
+        # a speculative lane set back (a dependency of its base was parked) works for nothing
+        self.lanes.stop_some(
+            child.task_id for child in state.children if child.state is ChildState.PENDING
+        )
         if any(child.state is ChildState.LANE_ADMITTED for child in state.children):
             # Lanes run with the config the batch was planned with (commands/lane.py): read
             # once here, a forked lane finds it in the memo instead of parsing it again.

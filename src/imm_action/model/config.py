@@ -263,6 +263,10 @@ class RepoConfig(_ConfigModel):
     flaky_tests: Annotated[list[TestId], Field(max_length=MAX_LISTED_FLAKY)] = Field(
         default_factory=list
     )
+    # A lane whose dependencies' lanes have committed, not yet landed, starts on a base holding
+    # their changes instead of waiting for them to land (issue 61, ADR 0072); it lands only
+    # after them, and is set back when one is parked.
+    speculative_lanes: bool = True
     # How an executor reports what it cost (issue 45, ADR 0062): `auto` (Claude Code's result
     # object or Codex's usage events, whichever its standard output holds), one of them only,
     # or `none`. A report absent or malformed never fails a lane: its cost is unknown.

@@ -100,6 +100,10 @@ class Lane(StrictModel):
     base_head: GitOid
     lane_commit: GitOid | None
     runner: Runner
+    # The tasks whose lane commits `base_head` holds on top of the batch head, not yet landed
+    # when it started (a speculative lane, issue 61): it lands only after them, and is set back
+    # when one of them is parked. None: its base is a head of the batch branch.
+    speculative_on: list[Identifier] | None = None
 
 
 class BatchChild(StrictModel):

@@ -69,6 +69,7 @@ from imm_action.passes.request import (
     PassRequest,
     PassResult,
 )
+from imm_action.passes.speculative import admit_lanes
 from imm_action.passes.verify_round import fanned_out, take_verdicts
 from imm_action.verify.result_cache import ResultCache
 
@@ -134,11 +135,11 @@ class _Pass:
         self.results = results
         self.apply = Applier(self.store, results, ports.clock)
         self.branch_ref = heads(batch_branch(request.slug))
-        self.rules = AdmissionRules(
-            request.scopes, request.barrier_globs, in_flight_usd=request.in_flight_usd
-        )
+        self.rules = AdmissionRules(request.scopes, request.barrier_globs,
+                                    request.in_flight_usd, request.speculative_lanes)  # fmt: skip
         self.stacks: list[StackRecord] = []  # what each round of integration verified
         self.base_check_runs = 0  # the branch checks run on the base (the green-base check)
+        self.keep: list[str] = []  # speculative lanes' bases, kept by the state commit
         self.continued = False  # this pass started a continuation: the request's decision is in it
         self.verify = request.verify and request.fan_out is None  # may this pass run checks?
         self.observed: ObservedStack | None = None  # the last stack the pass observed
@@ -211,6 +212,9 @@ class _Pass:
         state, self.verify = taken.state, self.verify and taken.verify
         self.from_verdicts = self.from_verdicts if taken.taken is None else taken.taken
         stored, state, head, integrated, unverified = self._integrate(stored, state, head)
+        state, set_back = t.set_back_speculative(state)
+        for task in set_back:  # a dependency of its speculative base will not land as it was
+            self.ports.log(f"{task}: set back, to start again once its dependencies land")
         admitted: tuple[str, ...] = ()
         # a cancelled workflow run stops the batch: nothing more is admitted in this pass
         if self.request.admit and not t.run_cancelled(state):
@@ -229,7 +233,7 @@ class _Pass:
         tree = self.repo.commit(head).tree
         self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
         state = self._branch_verdicts(state, head, tree)
-        stored = self.apply.persist(stored, state, self._verdict(state), stale)
+        stored = self.apply.persist(stored, state, self._verdict(state), stale, self.keep)
         return _Done(
             stored, admitted, integrated, head, unverified, self.stacks, self.base_check_runs
         )
@@ -478,8 +482,6 @@ class _Pass:
 
     def _admit(self, state: BatchRunState, head: str) -> tuple[BatchRunState, tuple[str, ...]]:
         admits = decide_admissions(state, head, self.rules)
-        for admit in admits:
-            branch = lane_branch(state.initiative_slug, admit.task_id)
-            runner = self.ports.lanes.runner_for(admit.task_id)
-            state = t.admit(state, admit.task_id, admit.base_head, branch, runner)
-        return state, tuple(admit.task_id for admit in admits)
+        state, started, keep = admit_lanes(self.repo, state, admits, self.ports.lanes.runner_for)
+        self.keep += keep
+        return state, started

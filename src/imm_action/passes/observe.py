@@ -57,6 +57,7 @@ from imm_action.passes.intent_checks import (
     plan_paths,
     retired_tests,
 )
+from imm_action.passes.speculative import waits_for_its_base
 from imm_action.passes.stack_answers import counted, judged_prefix, owed_checks, running
 from imm_action.plan.lane_change import ChangedEntry
 from imm_action.verify.checks import Check, Verifier
@@ -347,8 +348,8 @@ def _built_chain(
     tip = head
     for child in ready:
         lane = child.lane
-        if lane is None or lane.lane_commit is None:
-            continue
+        if lane is None or lane.lane_commit is None or waits_for_its_base(child, below):
+            continue  # (a speculative lane lands only after its dependencies: issue 61)
         key = (child.task_id, lane.base_head, lane.lane_commit, tip)
         built = memo.get(key) if memo is not None else None
         if built is None and not verify and memo is not None:
@@ -357,7 +358,8 @@ def _built_chain(
             # background checks built them.
             continue
         if built is None:
-            built = _build(repo, key, gate.below(below), intents, state.judged_at)
+            built = _build(repo, key, gate.below(below), intents, state.judged_at,
+                           speculative=bool(lane.speculative_on))  # fmt: skip
             if memo is not None:
                 memo.put(key, built)
         build = built.build
@@ -436,9 +438,11 @@ def _build(
     below: Sequence[str],
     intents: IntentMemo,
     judged_at: str,
+    *,
+    speculative: bool = False,
 ) -> BuiltCandidate:
     task_id, lane_base, lane_commit, tip = key
-    build = build_candidate(repo, tip, lane_base, lane_commit)
+    build = build_candidate(repo, tip, lane_base, lane_commit, speculative=speculative)
     checks: ChecksFact | None = None
     if isinstance(build, Candidate):
         checks = candidate_checks(repo, judged_at, task_id=task_id, below=below, intents=intents)

@@ -59,6 +59,7 @@ class PassRequest:
     admit: bool = False
     start: bool = True  # may this pass start a new batch?
     barrier_globs: tuple[str, ...] = ()
+    speculative_lanes: bool = True  # the config's (issue 61, ADR 0072)
     # A person's decision applied to the loaded state first (`imm retry`, `imm cancel`).
     mutate: Mutation | None = None
     # What a pass that names no batch does when the latest batch stopped (SPEC §5.7), and

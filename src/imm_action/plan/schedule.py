@@ -97,6 +97,9 @@ class CandidateChild:
     # Tasks it runs after without needing them (issue 58: the plan's check orders): it starts
     # once each has ended — landed, parked or skipped — not while one waits or works.
     after: tuple[str, ...] = ()
+    # Its lane ended with a commit that waits for the integrator (issue 61): a dependent may
+    # start on a base holding that commit's change (a speculative lane).
+    committed: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class AdmissionLimits:
     max_parallel: int
     admissions_left: int = 1 << 30  # what the max_children budget still allows
     barrier_globs: tuple[str, ...] = field(default=())
+    # `speculative_lanes` (issue 61, ADR 0072): a child whose dependencies have all landed or
+    # committed starts, on a base holding the committed ones' changes
+    speculate: bool = False
 
 
 def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> list[str]:
@@ -114,6 +120,8 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
     if limits.max_parallel <= 0:
         raise ValueError("max_parallel must be a positive integer")
     done = {child.task_id for child in children if child.done}
+    committed = {child.task_id for child in children if child.committed and limits.speculate}
+    position_of = {child.task_id: position for position, child in enumerate(children)}
     occupied = ScopeIndex()
     slots = 0
     for position, child in enumerate(children):
@@ -125,7 +133,7 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
         (position, child)
         for position, child in enumerate(children)
         if child.pending
-        and all(need in done for need in child.blocked_by)
+        and all(need in done or need in committed for need in child.blocked_by)
         and not any(first in waiting for first in child.after)
     ]
     if len(ready) > 1:  # an order to choose: worth the chains' lengths
@@ -136,7 +144,11 @@ def startable(children: Sequence[CandidateChild], limits: AdmissionLimits) -> li
         if slots >= limits.max_parallel or len(chosen) >= limits.admissions_left:
             break
         prefixes = _schedule_prefixes(child, limits.barrier_globs)
-        if occupied.overlaps_any(prefixes):
+        # a speculative child builds on its committed dependencies: their scopes are its base's
+        building_on = {position_of[need] for need in child.blocked_by if need in committed}
+        if occupied.overlaps_any(prefixes) and (
+            not building_on or occupied.overlapping(prefixes) - building_on
+        ):
             continue
         chosen.append(child.task_id)
         occupied.add(position, prefixes)

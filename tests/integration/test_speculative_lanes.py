@@ -1,0 +1,105 @@
+"""Speculative lanes (issue 61, ADR 0072): with `imm run`, a lane whose dependency's lane has
+committed but not landed starts on a base holding that commit's change, lands after it through
+the same guards, and is set back when the dependency is parked. Real git, real lanes; a's check
+is slow at integration (its lane has committed long before it lands)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tests.batch_helpers import current, make_project
+from tests.conftest import descriptor, run_cli
+
+# b's executor says whether a's file is in its tree, then does its own work
+EXECUTOR = (
+    'if [ "$IMM_TASK_ID" = b ]; then\n'
+    '  if [ -f a.txt ]; then echo yes > "$SEEN/b-saw-a"; else echo no > "$SEEN/b-saw-a"; fi\n'
+    "fi\n"
+    'echo "$IMM_TASK_ID" > "$IMM_TASK_ID.txt"\n'
+)
+
+
+CHECK = """\
+import pathlib, sys, time
+counter, fails = sys.argv[1], sys.argv[2] == "fails"
+runs = pathlib.Path(counter)
+n = int(runs.read_text() or 0) if runs.exists() else 0
+runs.write_text(str(n + 1))
+time.sleep(1.5 if n else 0)
+sys.exit(1 if n and fails else 0 if pathlib.Path("a.txt").exists() else 1)
+"""
+
+
+def _slow_check(counter: Path, *, fails_after_first: bool) -> str:
+    """a's check: its first run (in a's lane) passes; each later one (integration) takes a
+    second and a half, and fails when `fails_after_first`."""
+    return descriptor(["check_a.py", str(counter), "fails" if fails_after_first else "passes"])
+
+
+def _run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    open_dir: Path,
+    *,
+    fails: bool,
+    speculate: bool = True,
+) -> tuple[Path, int, str, str]:
+    counter = open_dir / "a-runs"
+    config = "" if speculate else "speculative_lanes: false\n"
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": ["a"]},
+        checks={"a": _slow_check(counter, fails_after_first=fails)},
+        extra_files={".github/imm.yml": config, "check_a.py": CHECK},
+    )  # fmt: skip
+    script = tmp_path / "executor.sh"
+    script.write_text(EXECUTOR)
+    executor = f"env SEEN={shlex.quote(str(open_dir))} sh {shlex.quote(str(script))}"
+    code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
+    return repo, code, out, err
+
+
+def test_a_dependent_lane_starts_on_its_dependencys_commit_before_it_lands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path
+) -> None:
+    repo, code, _, err = _run(tmp_path, capsys, open_dir, fails=False)
+    assert code == 0, err
+    children = {child.task_id: child for child in current(repo).state.children}
+    assert {task: str(child.state) for task, child in children.items()} == {
+        "a": "integrated", "b": "integrated"
+    }  # fmt: skip
+    lane = children["b"].lane
+    assert lane is not None
+    assert lane.speculative_on == ["a"]
+    # its base held a's change, though a had not landed when it started
+    assert (open_dir / "b-saw-a").read_text().strip() == "yes"
+    assert err.index("lane b started") < err.index("integrated a as")
+
+
+def test_without_speculative_lanes_a_dependent_waits_for_its_dependency_to_land(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path
+) -> None:
+    repo, code, _, err = _run(tmp_path, capsys, open_dir, fails=False, speculate=False)
+    assert code == 0, err
+    lane = {child.task_id: child for child in current(repo).state.children}["b"].lane
+    assert lane is not None
+    assert lane.speculative_on is None
+    assert err.index("integrated a as") < err.index("lane b started")
+
+
+def test_a_speculative_lane_is_set_back_when_its_dependency_is_parked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path
+) -> None:
+    repo, code, _, err = _run(tmp_path, capsys, open_dir, fails=True)
+    assert code == 1, err
+    children = {child.task_id: child for child in current(repo).state.children}
+    assert str(children["a"].state) == "needs_human"
+    # b started on a's commit, then went back: it waits for a, as a pending task would
+    assert (open_dir / "b-saw-a").exists()
+    assert "b: set back, to start again once its dependencies land" in err
+    assert str(children["b"].state) in ("pending", "skipped_blocked")
+    assert children["b"].commit is None
+    assert json.dumps(children["b"].lane) == "null"
