@@ -101,12 +101,15 @@ def ideal_list_schedule(
     return now
 
 
-def write_project(root: Path, graph: dict[str, list[str]], checks: str = "shared") -> None:
+def write_project(
+    root: Path, graph: dict[str, list[str]], checks: str = "shared", speculative: bool = True
+) -> None:
     # Trivial checks (coreutils): what is measured is imm's own overhead, and on machines where
     # `python3` is a pyenv shim every check would add ~0.1 s of shell start-up.
+    config = "" if speculative else "speculative_lanes: false\n"
     if checks == "shared":
         check = {"executable": "true", "argv": [], "timeout_ms": 60000}
-        generated_project(root, "bench", graph, dict.fromkeys(graph, check))
+        generated_project(root, "bench", graph, dict.fromkeys(graph, check), config=config)
         return
     rng = random.Random(11)
     own = {
@@ -116,18 +119,22 @@ def write_project(root: Path, graph: dict[str, list[str]], checks: str = "shared
     }  # fmt: skip
     firsts = {task: commands[0] for task, commands in own.items()}
     more = {task: commands[1:] for task, commands in own.items()}
-    generated_project(root, "bench", graph, firsts, more_checks=more)
+    generated_project(root, "bench", graph, firsts, more_checks=more, config=config)
 
 
 def run_batch(
-    graph: dict[str, list[str]], seconds: dict[str, float], lanes: int, checks: str = "shared"
+    graph: dict[str, list[str]],
+    seconds: dict[str, float],
+    lanes: int,
+    checks: str = "shared",
+    speculative: bool = True,
 ) -> float:
     """Wall seconds of one `imm run` of the DAG with `lanes` lanes."""
     scratch = Path(tempfile.mkdtemp(prefix="imm-makespan-"))
     try:
         repo = scratch / "repo"
         repo.mkdir()
-        write_project(repo, graph, checks)
+        write_project(repo, graph, checks, speculative)
         (scratch / "executor.sh").write_text(executor_script(seconds))
         executor = shlex.join(["sh", str(scratch / "executor.sh")])
         started = time.perf_counter()
@@ -150,6 +157,10 @@ def main() -> int:
     parser.add_argument("--chain", type=int, help="a chain of this many trivial tasks instead")
     parser.add_argument("--runs", type=int, default=1, help="the median of this many runs")
     parser.add_argument("--checks", choices=["shared", "small"], default="shared")
+    parser.add_argument(
+        "--speculative", choices=["on", "off", "both"], default="on",
+        help="speculative lanes (issue 61); both: each run of one beside one of the other",
+    )  # fmt: skip
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     if args.chain:
@@ -174,17 +185,24 @@ def main() -> int:
         f"{'lanes':>5} {'imm run':>9} {'plan-order':>11} {'ratio':>6} {'crit-first':>11} "
         f"{'ratio':>6} {'/bound':>7}   runs (against plan-order)"
     )
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.speculative]
     for lanes in [int(n) for n in args.lanes.split(",")]:
-        walls = sorted(run_batch(graph, seconds, lanes, args.checks) for _ in range(args.runs))
-        wall = walls[len(walls) // 2]
+        found: dict[bool, list[float]] = {mode: [] for mode in modes}
+        for _ in range(args.runs):  # alternated: the load falls on both alike
+            for mode in modes:
+                found[mode].append(run_batch(graph, seconds, lanes, args.checks, mode))
         ideal = ideal_list_schedule(graph, seconds, lanes)
         critical = ideal_list_schedule(graph, seconds, lanes, critical=True)
-        print(
-            f"{lanes:>5} {wall:8.2f}s {ideal:10.2f}s {wall / ideal:6.2f} {critical:10.2f}s "
-            f"{wall / critical:6.2f} {wall / bound:7.2f}   "
-            f"{', '.join(f'{w / ideal:.2f}' for w in walls)}",
-            flush=True,
-        )
+        for mode in modes:
+            walls = sorted(found[mode])
+            wall = walls[len(walls) // 2]
+            label = "" if len(modes) == 1 else f"  speculative lanes {'on' if mode else 'off'}"
+            print(
+                f"{lanes:>5} {wall:8.2f}s {ideal:10.2f}s {wall / ideal:6.2f} {critical:10.2f}s "
+                f"{wall / critical:6.2f} {wall / bound:7.2f}   "
+                f"{', '.join(f'{w / ideal:.2f}' for w in walls)}{label}",
+                flush=True,
+            )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.batch_helpers import current, make_project
-from tests.conftest import descriptor, run_cli
+from tests.conftest import descriptor, git, run_cli
 
 # b's executor says whether a's file is in its tree, then does its own work
 EXECUTOR = (
@@ -77,6 +77,9 @@ def test_a_dependent_lane_starts_on_its_dependencys_commit_before_it_lands(
     # its base held a's change, though a had not landed when it started
     assert (open_dir / "b-saw-a").read_text().strip() == "yes"
     assert err.index("lane b started") < err.index("integrated a as")
+    # a lane job fetches its base by id: the batch's refs keep it reachable
+    holders = git(repo, "for-each-ref", "--contains", lane.base_head, "refs/imm/")
+    assert holders.strip(), "the speculative base is reachable from no ref"
 
 
 def test_without_speculative_lanes_a_dependent_waits_for_its_dependency_to_land(

@@ -373,6 +373,10 @@ def set_back_speculative(state: BatchRunState) -> tuple[BatchRunState, tuple[str
             )
         ]
         if not lost:
+            # back to pending, one whose dependency is parked is skipped, as if it had waited
+            for child in state.children:
+                if child.state is ChildState.NEEDS_HUMAN:
+                    state = skip_dependents(state, child.task_id)
             return state, tuple(set_back)
         for task_id in lost:
             state = _with_child(
