@@ -106,3 +106,36 @@ def test_a_speculative_lane_is_set_back_when_its_dependency_is_parked(
     assert str(children["b"].state) in ("pending", "skipped_blocked")
     assert children["b"].commit is None
     assert json.dumps(children["b"].lane) == "null"
+
+
+PIPELINE_CHECK = """\
+import pathlib, sys, time
+runs = pathlib.Path(sys.argv[1])
+n = int(runs.read_text() or 0) if runs.exists() else 0
+runs.write_text(str(n + 1))
+if n and not pathlib.Path("b.txt").exists():
+    time.sleep(6)  # integration, on a stack without b: long
+sys.exit(0 if pathlib.Path("a.txt").exists() else 1)
+"""
+
+
+def test_lanes_ready_while_a_stack_is_verified_are_verified_on_its_top_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path
+) -> None:
+    """Issue 61: two stacks verified at once. a's stack (a alone) takes six seconds to verify;
+    b ends meanwhile. Its stack — a and b, on a's candidate — is verified beside it and lands
+    both before a's own stack is done."""
+    repo = make_project(
+        tmp_path / "r", {"a": [], "b": []},
+        checks={"a": descriptor(["check_a.py", str(open_dir / "a-runs")])},
+        extra_files={"check_a.py": PIPELINE_CHECK},
+    )  # fmt: skip
+    script = tmp_path / "executor.sh"
+    script.write_text(
+        '[ "$IMM_TASK_ID" = b ] && sleep 2\necho "$IMM_TASK_ID" > "$IMM_TASK_ID.txt"\n'
+    )
+    executor = f"sh {shlex.quote(str(script))}"
+    code, _, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
+    assert code == 0, err
+    assert "verified 2 lanes as one stack (a, b)" in err
+    assert "verified 1 lane as one stack (a)" not in err

@@ -55,7 +55,8 @@ class CoordinatorView:
     events: list[str] = field(default_factory=list)
     # integration over the whole run: stacks verified, checks run, checks carried over
     stacks: int = 0
-    check_runs: int = 0
+    check_runs: int = 0  # by this run's passes (the base's branch checks, or stacks verified)
+    worker_runs: int = 0  # by the background workers: every process, used or not (issue 61)
     checks_carried: int = 0
 
     def integration_line(self) -> str | None:
@@ -65,7 +66,8 @@ class CoordinatorView:
             return None
         return (
             f"integration: {plural(self.stacks, 'stack')} verified, "
-            f"{plural(self.check_runs, 'check run')}, {self.checks_carried} carried over"
+            f"{plural(self.check_runs + self.worker_runs, 'check run')}, "
+            f"{self.checks_carried} carried over"
         )
 
 
@@ -246,8 +248,10 @@ class Coordinator:
         self.view.check_runs += result.base_check_runs
         for stack in result.stacks:
             self.view.stacks += 1
-            self.view.check_runs += stack.check_runs
+            if request.verify:  # else the background workers ran them: counted as they end
+                self.view.check_runs += stack.check_runs
             self.view.checks_carried += stack.carried
+        self.view.worker_runs = self.checks.runs
         if self.checks.failures_seen:
             # the pass used the failures the worker found; a failure never outlives that
             # pass (a later retry of the same tree runs its check again), passes are kept

@@ -5,10 +5,11 @@ The coordinator's passes run no check (`PassRequest.verify` False): a lane-commi
 whose candidate's checks are not known yet waits, and `BackgroundChecks` verifies the chain of
 waiting candidates in a worker process forked from the coordinator — the same chain a pass
 builds (`observe_candidates`: the ready lanes as one stack, its checks once on the top,
-bisection of what fails there). The results come back
-over a pipe into the coordinator's result cache, keyed by (tree, descriptor); the next pass
-finds them there and lands what passed. Meanwhile the coordinator goes on reaping lanes and
-admitting new ones.
+bisection of what fails there). Two at once, pipelined (issue 61): lanes that became ready
+while a stack is verified are verified on its top beside it. The results come back over a pipe
+into the coordinator's result cache, keyed by (tree, descriptor); the next pass finds them
+there and lands what passed (the highest top they judge). Meanwhile the coordinator goes on
+reaping lanes and admitting new ones.
 
 The worker writes no ref and no state: only objects (candidate commits) and the check trees
 under their locks, as any check does. Killed at any moment, it loses nothing but its own
@@ -79,20 +80,29 @@ class _Answer:
     checks: str
     candidates: list[tuple[CandidateKey, BuiltCandidate]]
     intents: IntentMemo
-    # fresh runs on the batch head: (tree, digest, attempt, result as JSON)
+    # reruns (integrate/flakes.py): (tree, digest, attempt, result as JSON)
     again: list[tuple[str, str, int, str]] = field(default_factory=list)
+    runs: int = 0  # the check processes it ran
 
 
 @dataclass
 class _Worker:
     process: BaseProcess
     results: Connection
+    covers: frozenset[tuple[str, str]]  # the ready lanes (task, lane commit) it verifies
+
+
+# Workers verifying at once (issue 61, pipelined stacks): one for the ready stack, one more for
+# that stack with the lanes that became ready since on its top — as Zuul's dependent pipeline
+# verifies each change on the ones ahead of it. More would hold more cores than 2 keep busy.
+PIPELINE = 2
 
 
 class BackgroundChecks:
-    """At most one worker at a time. `start` hands it the state and batch head a pass ended
-    with; `collect` takes its results into `cache` once it is done (failures too, and says so
-    in `failures_seen`)."""
+    """At most PIPELINE workers at a time. `start` hands one the state and batch head a pass
+    ended with — while one is at work, a second starts only when lanes it does not verify
+    became ready since; `collect` takes what ended into `cache` (failures too, and says so in
+    `failures_seen`), and counts the check processes they ran in `runs`."""
 
     def __init__(
         self, settings: CheckSettings, cache: ResultCache, candidates: CandidateMemo
@@ -100,18 +110,26 @@ class BackgroundChecks:
         self._settings = settings
         self.cache = cache
         self._candidates = candidates
-        self._worker: _Worker | None = None
+        self._workers: list[_Worker] = []
         # A failed check's result lands in the cache for the pass that parks its lane and no
         # longer (`ResultCache.stored` keeps only passes): the coordinator forgets it then.
         self.failures_seen = False
+        self.runs = 0  # check processes the workers ran (issue 61: true counts)
 
     @property
     def busy(self) -> bool:
-        return self._worker is not None
+        return bool(self._workers)
 
     def start(self, state: BatchRunState, head: str, scopes: Mapping[str, tuple[str, ...]]) -> None:
-        if self._worker is not None:
+        covers = frozenset(
+            (child.task_id, child.lane.lane_commit)
+            for child in ready_to_integrate(state)
+            if child.lane is not None and child.lane.lane_commit is not None
+        )
+        if len(self._workers) >= PIPELINE:
             return
+        if any(covers <= worker.covers for worker in self._workers):
+            return  # nothing ready that a worker at work does not verify already
         context = multiprocessing.get_context("fork")
         receive, send = context.Pipe(duplex=False)
         process = context.Process(
@@ -128,32 +146,35 @@ class BackgroundChecks:
         with frozen_heap():
             process.start()
         send.close()  # the worker holds the sending end; a lane forked later must not
-        self._worker = _Worker(process, receive)
+        self._workers.append(_Worker(process, receive, covers))
 
     def collect(self) -> bool | None:
-        """None while the worker is at work (or there is none); once it ended, True when its
+        """None while every worker is at work (or there is none); once one ended, True when its
         results are in the cache, False when it failed (its checks were not all run)."""
-        worker = self._worker
-        if worker is None:
-            return None
-        if not worker.results.poll() and worker.process.exitcode is None:
-            return None
+        for worker in self._workers:
+            if worker.results.poll() or worker.process.exitcode is not None:
+                self._workers.remove(worker)
+                return self._taken(worker)
+        return None
+
+    def _taken(self, worker: _Worker) -> bool:
         try:
             found: _Answer | None = worker.results.recv()
         except (EOFError, OSError):
             found = None  # it ended without an answer
         worker.results.close()
         worker.process.join()
-        self._worker = None
         if found is None:
             return False
+        self.runs += found.runs
         for entry in CheckCache.model_validate_json(found.checks).entries:
             if self.cache.get(entry.tree, entry.descriptor_digest) is None:
                 self.cache.put(entry.tree, entry.descriptor_digest, entry.result)
             self.failures_seen = self.failures_seen or not entry.result.passed
         for tree, digest, attempt, text in found.again:
             result = CheckResult.model_validate_json(text)
-            self.cache.put_again(tree, digest, attempt, result)
+            if self.cache.get_again(tree, digest, attempt) is None:
+                self.cache.put_again(tree, digest, attempt, result)
             self.failures_seen = self.failures_seen or not result.passed
         for key, built in found.candidates:
             self._candidates.put(key, built)
@@ -161,21 +182,18 @@ class BackgroundChecks:
         return True
 
     def sentinels(self) -> list[Connection | int]:
-        """What becomes ready when the worker answers or ends (nothing when none runs)."""
-        worker = self._worker
-        return [] if worker is None else [worker.results, worker.process.sentinel]
+        """What becomes ready when a worker answers or ends (nothing when none runs)."""
+        return [handle for w in self._workers for handle in (w.results, w.process.sentinel)]
 
     def stop(self) -> None:
-        """End the worker at once: it holds nothing that a later run cannot take back."""
-        worker = self._worker
-        if worker is None:
-            return
-        if worker.process.exitcode is None:
-            with contextlib.suppress(OSError):
-                worker.process.kill()
-        worker.process.join()
-        worker.results.close()
-        self._worker = None
+        """End the workers at once: they hold nothing that a later run cannot take back."""
+        for worker in self._workers:
+            if worker.process.exitcode is None:
+                with contextlib.suppress(OSError):
+                    worker.process.kill()
+            worker.process.join()
+            worker.results.close()
+        self._workers = []
 
 
 def _verify_in_child(
@@ -232,7 +250,8 @@ def _verify_in_child(
         ]
         built = [(k, v) for k, v in candidates.built.items() if k not in built_before]
         intents = {k: v for k, v in candidates.intents.items() if k not in intents_before}
-        send.send(_Answer(CheckCache(entries=new).model_dump_json(), built, intents, again))
+        answer = CheckCache(entries=new).model_dump_json()
+        send.send(_Answer(answer, built, intents, again, verifier.runs))
         code = 0
     except BaseException:  # stopped or failed: its exit code says so, its answer is missing
         code = 1
