@@ -1,0 +1,167 @@
+"""Verification on the critical path of a chain (issue 61): pluggy 1.7.0's own suite as the only
+branch check (`held_checks: branch`), six tasks reviewing one module one after another (each
+blocked by the one before: a chain by scope, as on a real library) and one task that breaks the
+suite (it is parked). Run with speculative lanes on and off, alternated in the same run.
+
+Printed for each: wall over the chain's critical path (its six executors' seconds: no schedule
+ends sooner), wall over the chain's lanes as they ran (each lane's own checks and start-up
+too), and the share of the wall the chain spent waiting — from one chain lane's end to the next
+one's start, and from the last one's end to the batch's end: verification's share. Needs the package
+registry once (`pip download`), then works offline.
+
+    python benchmarks/chain_verification.py [--seconds 2] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import pairwise
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.branch_checks import PYTEST, fetch  # noqa: E402
+from benchmarks.generate import bench_git, command_check  # noqa: E402
+
+CHAIN = [f"c{index}" for index in range(6)]
+MODULE = "src/pluggy/_hooks.py"
+BREAKER = "brk"
+_STAMP = re.compile(r"^imm \[\s*([0-9.]+)s\]: lane (\S+) (started|ended)")
+
+
+def write_project(root: Path, source: Path, speculative: bool) -> None:
+    shutil.copytree(source, root)
+    (root / "conftest.py").write_text(
+        "import pathlib, sys\nsys.path.insert(0, str(pathlib.Path(__file__).parent / 'src'))\n"
+    )
+    suite = shlex.join(["python3", *PYTEST, "testing"])
+    (root / ".github").mkdir(exist_ok=True)
+    (root / ".github/imm.yml").write_text(
+        f"max_parallel: 3\nheld_checks: branch\nspeculative_lanes: {str(speculative).lower()}\n"
+        f"branch_checks:\n  - name: suite\n    command: {suite!r}\n"
+    )
+    plans, initiatives = root / "docs/plans", root / "docs/initiatives"
+    plans.mkdir(parents=True)
+    initiatives.mkdir(parents=True)
+    lines = ["# chain", ""]
+    own = command_check({"executable": "python3", "argv": [*PYTEST, "testing/test_hookcaller.py"]})
+    tasks = {task: (MODULE, CHAIN[:index][-1:]) for index, task in enumerate(CHAIN)}
+    tasks[BREAKER] = ("testing/test_details.py", [])
+    for task, (path, needs) in tasks.items():
+        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
+        lines += [f"Blocked by: {', '.join(needs)}"] if needs else []
+        intent = {
+            "contract": "assurance_kernel/task_intent/v1", "task_id": task,
+            "goal": f"Review {path}", "scope_hint": [path], "risk": "routine", "revision": 1,
+            "owner": "user",
+            "acceptance": [{"id": "ok", "assertion": "its tests pass", "verification": own}],
+        }  # fmt: skip
+        (plans / f"{task}.intent.json").write_text(json.dumps(intent))
+    (initiatives / "chain.md").write_text("\n".join(lines) + "\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "pluggy"]):
+        bench_git(root, *args)
+
+
+def executor(scratch: Path, seconds: float) -> str:
+    """Each chain task appends a comment to the module; the breaker adds a failing test (the
+    suite tests the pluggy pytest itself imported: a change to its code is never seen)."""
+    script = scratch / "review.py"
+    script.write_text(
+        "import os, pathlib, time\n"
+        f"time.sleep({seconds})\n"
+        "task = os.environ['IMM_TASK_ID']\n"
+        f"if task == {BREAKER!r}:\n"
+        "    p = pathlib.Path('testing/test_details.py')\n"
+        "    p.write_text(p.read_text() + '\\n\\ndef test_broken():\\n    assert False\\n')\n"
+        "else:\n"
+        f"    p = pathlib.Path({MODULE!r})\n"
+        "    p.write_text(p.read_text() + f'# reviewed by {task}\\n')\n"
+    )
+    return shlex.join([sys.executable, str(script)])
+
+
+def run_once(source: Path, seconds: float, speculative: bool) -> dict[str, float]:
+    scratch = Path(tempfile.mkdtemp(prefix="imm-chain-"))
+    try:
+        repo = scratch / "repo"
+        write_project(repo, source, speculative)
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "imm_action", "run", "chain", "--repo", str(repo),
+             "--executor", executor(scratch, seconds)],
+            capture_output=True, text=True, check=False,
+            env={**os.environ,
+                 "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        )  # fmt: skip
+        wall = time.perf_counter() - started
+        if done.returncode != 1 or "brk" not in done.stdout:
+            raise SystemExit(f"expected the breaker parked:\n{done.stdout}\n{done.stderr}")
+        landed = re.findall(r"^\s+(\S+)\s+integrated", done.stdout, re.MULTILINE)
+        if set(CHAIN) - set(landed):
+            raise SystemExit(f"expected the chain landed:\n{done.stdout}")
+        return measure(done.stderr, wall, seconds)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure(log: str, wall: float, seconds: float) -> dict[str, float]:
+    starts: dict[str, float] = {}
+    ends: dict[str, float] = {}
+    for line in log.splitlines():
+        found = _STAMP.match(line)
+        if found and found.group(2) in CHAIN:
+            (starts if found.group(3) == "started" else ends)[found.group(2)] = float(
+                found.group(1)
+            )
+    waits = sum(max(0.0, starts[later] - ends[earlier]) for earlier, later in pairwise(CHAIN))
+    waits += max(0.0, wall - ends[CHAIN[-1]])
+    critical = seconds * len(CHAIN)
+    lanes = sum(ends[task] - starts[task] for task in CHAIN)  # the chain's lanes as they ran
+    return {"wall": wall, "ratio": wall / critical, "lanes": wall / lanes, "share": waits / wall}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="each executor's time")
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "imm-pluggy")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each; medians printed")
+    args = parser.parse_args()
+    source = fetch(args.cache)
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(f"pluggy 1.7.0: a chain of {len(CHAIN)} tasks on one module and a breaker, executors "
+          f"{args.seconds} s each; the suite the only branch check, "
+          "held_checks: branch")  # fmt: skip
+    found: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for run in range(args.runs):
+        for speculative in (True, False):  # alternated: a drifting load hits both alike
+            got = run_once(source, args.seconds, speculative)
+            found[speculative].append(got)
+            mode = "on " if speculative else "off"
+            print(f"  speculative lanes {mode}: wall {got['wall']:.1f} s, wall / critical path "
+                  f"{got['ratio']:.2f} (/ its lanes as they ran {got['lanes']:.2f}), the chain "
+                  f"waiting {got['share']:.0%}   (run {run + 1})", flush=True)  # fmt: skip
+    print("medians:")
+    for speculative, runs in found.items():
+        ratio = statistics.median(run["ratio"] for run in runs)
+        lanes = statistics.median(run["lanes"] for run in runs)
+        share = statistics.median(run["share"] for run in runs)
+        print(f"  speculative lanes {'on ' if speculative else 'off'}: wall / critical path "
+              f"{ratio:.2f} (/ its lanes as they ran {lanes:.2f}), the chain waiting "
+              f"{share:.0%}")  # fmt: skip
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
