@@ -1,13 +1,14 @@
 """Flake-safe blame (issue 61, ADR 0071), pure: a failure is a lane's only when it is seen again.
 
 A check that fails on a tree is run there again before its failure counts: once on a stack's
-top, up to FLAKE_RERUNS times on a level bisection is about to blame, and as often on the batch
-head before the batch waits for a person. A rerun that passes makes the failure flaky, never a
-lane's: the passing rerun is the tree's result (the move goes on only when a rerun passed), and
-the tests that failed and then passed — the check's id where it reports no tests — are flaky
-for the rest of the batch. Their later failures are confirmed with every rerun, and before a
-lane is parked for them they are run again on its parent: failing there too, they are not the
-lane's. Tests the config lists in `flaky_tests` are reported when they fail and never block.
+top, up to FLAKE_RERUNS times on a level bisection is about to blame, and as often on the base
+or the batch head before the batch waits for a person. A rerun that passes makes the failure
+flaky, never a lane's: the passing rerun is the tree's result (the move goes on only when a
+rerun passed), and the tests that failed and then passed — the check's id where it reports no
+tests — are flaky for the rest of the batch: their later failures get every rerun. Before a
+lane is parked, what failed on every run of its candidate is run afresh on its parent, once —
+up to FLAKE_RERUNS times for tests seen to flip: failing there too, it is not the lane's. Tests
+the config lists in `flaky_tests` are reported when they fail and never block.
 
 Reruns cost runs only where a check failed: on honest lanes, with a test failing one run in
 twenty, about one rerun per twenty runs of that check."""

@@ -295,6 +295,7 @@ class Coordinator:
                         f"lane {lane.task_id} ended ({'ok' if code == 0 else f'exit {code}'})"
                     )
                 return
+            self.checks.tick()  # a stack slow to verify: the lanes ready since, beside it
             verified = self.checks.collect()
             if verified is not None:
                 self.verify_here = not verified

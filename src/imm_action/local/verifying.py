@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -90,12 +91,17 @@ class _Worker:
     process: BaseProcess
     results: Connection
     covers: frozenset[tuple[str, str]]  # the ready lanes (task, lane commit) it verifies
+    started: float = field(default_factory=time.monotonic)
 
 
 # Workers verifying at once (issue 61, pipelined stacks): one for the ready stack, one more for
 # that stack with the lanes that became ready since on its top — as Zuul's dependent pipeline
 # verifies each change on the ones ahead of it. More would hold more cores than 2 keep busy.
 PIPELINE = 2
+# A second worker starts only once the first has been at work this long: a stack of quick
+# checks lands sooner than a second worker starts, which would only run its checks again on a
+# taller top (every held check reruns on every move) and take a core from the lanes.
+PIPELINE_AFTER_S = 1.0
 
 
 class BackgroundChecks:
@@ -115,6 +121,8 @@ class BackgroundChecks:
         # longer (`ResultCache.stored` keeps only passes): the coordinator forgets it then.
         self.failures_seen = False
         self.runs = 0  # check processes the workers ran (issue 61: true counts)
+        # the chain a second worker would verify, until the first has been at work long enough
+        self._deferred: _Chain | None = None
 
     @property
     def busy(self) -> bool:
@@ -130,6 +138,25 @@ class BackgroundChecks:
             return
         if any(covers <= worker.covers for worker in self._workers):
             return  # nothing ready that a worker at work does not verify already
+        chain = _Chain(state, head, dict(scopes))
+        if self._workers and self._youngest_age() < PIPELINE_AFTER_S:
+            self._deferred = chain  # `tick` starts it if the stack at work proves slow
+            return
+        self._start(chain, covers)
+
+    def tick(self) -> None:
+        """Start the second worker a `start` deferred, once the stack at work proved slow."""
+        chain = self._deferred
+        if chain is None or not self._workers or self._youngest_age() < PIPELINE_AFTER_S:
+            return
+        self._deferred = None
+        self.start(chain.state, chain.head, chain.scopes)
+
+    def _youngest_age(self) -> float:
+        return time.monotonic() - max(worker.started for worker in self._workers)
+
+    def _start(self, chain: _Chain, covers: frozenset[tuple[str, str]]) -> None:
+        self._deferred = None
         context = multiprocessing.get_context("fork")
         receive, send = context.Pipe(duplex=False)
         process = context.Process(
@@ -138,7 +165,7 @@ class BackgroundChecks:
                 self._settings,
                 self.cache,
                 self._candidates,
-                _Chain(state, head, dict(scopes)),
+                chain,
                 send,
             ),
             daemon=False,
@@ -154,6 +181,7 @@ class BackgroundChecks:
         for worker in self._workers:
             if worker.results.poll() or worker.process.exitcode is not None:
                 self._workers.remove(worker)
+                self._deferred = None  # the pass that follows starts what is due
                 return self._taken(worker)
         return None
 
@@ -194,6 +222,7 @@ class BackgroundChecks:
             worker.process.join()
             worker.results.close()
         self._workers = []
+        self._deferred = None
 
 
 def _verify_in_child(
