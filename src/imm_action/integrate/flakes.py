@@ -15,7 +15,7 @@ twenty, about one rerun per twenty runs of that check."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -94,39 +94,58 @@ class Confirmed:
         return not self.suspects
 
 
-# One rerun of a check on a level's tree (the attempt's number keys it: asked again, it is the
-# same run); None while its result is not known.
-RunAgain = Callable[[int, Check, int], CheckResult | None]
+# Reruns of checks on levels' trees, each (level, check, attempt): the attempt's number keys a
+# rerun (asked again, it is the same run), and the reruns of one call may run side by side;
+# None while one is not known.
+RunAgain = Callable[[Sequence[tuple[int, Check, int]]], list[CheckResult] | None]
 
 
-def confirm(
-    level: int,
-    check: Check,
-    first: CheckResult,
-    run_again: RunAgain,
-    *,
-    reruns: int,
-    flips: Flips,
-    focus: frozenset[str] = frozenset(),
-) -> Confirmed | None:
-    """`first`, a failure on `level`'s tree, run again up to `reruns` times there, stopping as
-    soon as what failed first passes; None while a rerun is not known. `focus`: the tests a
-    search hunts (what failed on the top on every run), where `first` fails any of them."""
-    suspects = suspects_of(check, first)
-    suspects = (suspects & focus) or suspects
-    for attempt in range(1, reruns + 1):
-        rerun = run_again(level, check, attempt)
-        if rerun is None:
+@dataclass(frozen=True)
+class Trial:
+    """A failure to confirm: `first` failed on `level`'s tree, to be run there again up to
+    `reruns` times; `focus`: the tests a search hunts (what failed on the top on every run),
+    where `first` fails any of them."""
+
+    level: int
+    check: Check
+    first: CheckResult
+    reruns: int
+    focus: frozenset[str] = frozenset()
+
+
+def confirm_all(
+    trials: Sequence[Trial], run_again: RunAgain, flips: Flips
+) -> list[Confirmed] | None:
+    """Each trial run again, attempt by attempt — the reruns of one attempt side by side —
+    each stopping as soon as what failed first passes; None while a rerun is not known."""
+    suspects = [(suspects_of(t.check, t.first) & t.focus) or suspects_of(t.check, t.first)
+                for t in trials]  # fmt: skip
+    settled: list[Confirmed | None] = [None] * len(trials)
+    for attempt in range(1, max((t.reruns for t in trials), default=0) + 1):
+        pending = [i for i, t in enumerate(trials) if settled[i] is None and attempt <= t.reruns]
+        if not pending:
+            break
+        reruns = run_again([(trials[i].level, trials[i].check, attempt) for i in pending])
+        if reruns is None:
             return None
-        kept = still_failing(check, suspects, rerun)
-        flips.flipped(level, suspects - kept)
-        if rerun.passed:
-            flaky = named_tests(sorted(suspects))
-            return Confirmed(rerun.model_copy(update={"flaky_tests": flaky}), frozenset())
-        if not kept:
-            return Confirmed(rerun, frozenset())
-        suspects = kept
-    return Confirmed(first, suspects)
+        for i, rerun in zip(pending, reruns, strict=True):
+            trial = trials[i]
+            kept = still_failing(trial.check, suspects[i], rerun)
+            flips.flipped(trial.level, suspects[i] - kept)
+            if rerun.passed:
+                flaky = named_tests(sorted(suspects[i]))
+                settled[i] = Confirmed(rerun.model_copy(update={"flaky_tests": flaky}), frozenset())
+            elif not kept:
+                settled[i] = Confirmed(rerun, frozenset())
+            else:
+                suspects[i] = kept
+    return [found or Confirmed(trials[i].first, suspects[i]) for i, found in enumerate(settled)]
+
+
+def confirm(trial: Trial, run_again: RunAgain, flips: Flips) -> Confirmed | None:
+    """One trial's `confirm_all`."""
+    found = confirm_all([trial], run_again, flips)
+    return None if found is None else found[0]
 
 
 def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
@@ -138,22 +157,28 @@ def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
 
 
 def not_on_parent(
-    parent: int, check: Check, suspects: frozenset[str], run_again: RunAgain, flips: Flips
-) -> frozenset[str] | None:
-    """Of what failed on every run of a level, what does not fail on its parent, where
-    bisection (or the head's recorded verdict) saw it pass: run there afresh — once, or up to
-    FLAKE_RERUNS times for tests seen to flip. What fails there is no lane's: the environment
-    changed, or the test is flaky. None while a run is not known."""
-    for attempt in range(1, (FLAKE_RERUNS if flips.any_known(suspects) else 1) + 1):
-        rerun = run_again(parent, check, attempt)
-        if rerun is None:
-            return None
-        again = still_failing(check, suspects, rerun)
-        flips.flipped(parent, again)
-        suspects = suspects - again
-        if not suspects:
+    failures: Sequence[tuple[int, Check, frozenset[str]]], run_again: RunAgain, flips: Flips
+) -> list[frozenset[str]] | None:
+    """Of what failed on every run of each level (its parent, the check, its suspects), what
+    does not fail on that parent, where bisection (or the head's recorded verdict) saw it
+    pass: run there afresh — once, or up to FLAKE_RERUNS times for tests seen to flip — the
+    runs of one attempt side by side. What fails there is no lane's: the environment changed,
+    or the test is flaky. None while a run is not known."""
+    left = [suspects for _, _, suspects in failures]
+    tries = [FLAKE_RERUNS if flips.any_known(suspects) else 1 for *_, suspects in failures]
+    for attempt in range(1, max(tries, default=0) + 1):
+        pending = [i for i in range(len(failures)) if left[i] and attempt <= tries[i]]
+        if not pending:
             break
-    return suspects
+        reruns = run_again([(failures[i][0], failures[i][1], attempt) for i in pending])
+        if reruns is None:
+            return None
+        for i, rerun in zip(pending, reruns, strict=True):
+            parent, check, _ = failures[i]
+            again = still_failing(check, left[i], rerun)
+            flips.flipped(parent, again)
+            left[i] = left[i] - again
+    return left
 
 
 def forgiven(result: CheckResult, check: Check, listed: Collection[str]) -> CheckResult:

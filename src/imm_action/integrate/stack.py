@@ -30,7 +30,8 @@ from imm_action.integrate.flakes import (
     FlakeRules,
     Flips,
     RunAgain,
-    confirm,
+    Trial,
+    confirm_all,
     forgiven,
     hunted,
     not_on_parent,
@@ -201,6 +202,7 @@ def _confirmed_on_top(
     passing rerun becomes the top's result. Per check still failing, what bisection hunts;
     None while a rerun is not known."""
     focus: dict[str, frozenset[str]] = {}
+    trials: list[tuple[str, Trial]] = []
     for digest, check in united.items():
         result = found[(top, digest)]
         if result.passed:
@@ -209,12 +211,15 @@ def _confirmed_on_top(
             focus[digest] = suspects_of(check, result)
             continue
         reruns = FLAKE_RERUNS if flips.any_known(suspects_of(check, result)) else 1
-        tried = confirm(top, check, result, run_again, reruns=reruns, flips=flips)
-        if tried is None:
-            return None
-        found[(top, digest)] = tried.result
-        if not tried.result.passed:
-            focus[digest] = hunted(tried.suspects or suspects_of(check, tried.result), flips)
+        trials.append((digest, Trial(top, check, result, reruns)))
+    tried = confirm_all([trial for _, trial in trials], run_again, flips)
+    if tried is None:
+        return None
+    for (digest, trial), confirmed in zip(trials, tried, strict=True):
+        found[(top, digest)] = confirmed.result
+        if not confirmed.result.passed:
+            failing = confirmed.suspects or suspects_of(trial.check, confirmed.result)
+            focus[digest] = hunted(failing, flips)
     return focus
 
 
@@ -247,14 +252,15 @@ def _culprits(
     while ranges:
         if not _bisected(ranges, search):
             return None
-        for digest, (_, level) in list(ranges.items()):
-            check = search.united[digest]
-            first = search.first_level[digest]
-            blamed = _blamed(level, check, search, first=first, run_again=run_again, flips=flips)
-            if blamed is None:
-                return None
-            if blamed:
-                culprits.setdefault(level, []).append((check, found[(level, digest)]))
+        at = {digest: level for digest, (_, level) in ranges.items()}
+        blamed = _blamed(at, search, run_again, flips)
+        if blamed is None:
+            return None
+        for digest, level in at.items():
+            if blamed[digest]:
+                culprits.setdefault(level, []).append(
+                    (search.united[digest], found[(level, digest)])
+                )
                 del ranges[digest]
             elif level == top:  # no lane's: the top's rerun passed, or its parent fails too
                 del ranges[digest]
@@ -295,31 +301,36 @@ def _bisected(ranges: dict[str, tuple[int, int]], search: _Search) -> bool:
 
 
 def _blamed(
-    level: int,
-    check: Check,
-    search: _Search,
-    *,
-    first: int,
-    run_again: RunAgain,
-    flips: Flips,
-) -> bool | None:
-    """Whether the lane at `level`, where bisection found `check` first failing, broke it: the
-    failure is seen again on every rerun there and — for tests seen to flip — not on its
-    parent's reruns (a parent below the check's first level never ran it: the lane's own
-    test). False when what failed there passed a rerun (that rerun becomes its result) or
-    fails on the parent too; None while a rerun is not known."""
-    found, key = search.found, (level, check.digest)
-    tried = confirm(level, check, found[key], run_again, reruns=FLAKE_RERUNS, flips=flips,
-                    focus=search.focus[check.digest])  # fmt: skip
+    at: Mapping[str, int], search: _Search, run_again: RunAgain, flips: Flips
+) -> dict[str, bool] | None:
+    """Per check, whether the lane at the level bisection found it first failing (`at`)
+    broke it: the failure is seen again on every rerun there and not on a fresh run of its
+    parent — more for tests seen to flip (a parent below the check's first level never ran it:
+    the lane's own test). False when what failed there passed a rerun (that rerun becomes its
+    result) or fails on the parent too; None while a rerun is not known. The reruns of all of
+    them run side by side."""
+    found = search.found
+    digests = list(at)
+    trials = [Trial(at[d], search.united[d], found[(at[d], d)], FLAKE_RERUNS, search.focus[d])
+              for d in digests]  # fmt: skip
+    tried = confirm_all(trials, run_again, flips)
     if tried is None:
         return None
-    found[key] = tried.result
-    if tried.flaky:
-        return False
-    if level - 1 < first:
-        return True
-    kept = not_on_parent(level - 1, check, tried.suspects, run_again, flips)
-    return None if kept is None else bool(kept)
+    blamed: dict[str, bool] = {}
+    parents: list[tuple[str, tuple[int, Check, frozenset[str]]]] = []
+    for digest, confirmed in zip(digests, tried, strict=True):
+        found[(at[digest], digest)] = confirmed.result
+        if confirmed.flaky:
+            blamed[digest] = False
+        elif at[digest] - 1 < search.first_level[digest]:
+            blamed[digest] = True
+        else:
+            parents.append((digest, (at[digest] - 1, search.united[digest], confirmed.suspects)))
+    kept = not_on_parent([failure for _, failure in parents], run_again, flips)
+    if kept is None:
+        return None
+    blamed.update((digest, bool(left)) for (digest, _), left in zip(parents, kept, strict=True))
+    return blamed
 
 
 def _failing_on_head(
@@ -340,33 +351,45 @@ def _failing_on_head(
     there = ask([Probe(0, check) for check in checks])
     if there is None:
         return None
+    failing = [
+        check for check in checks
+        if still_failing(check, focus[check.digest], there[(0, check.digest)])
+    ]  # fmt: skip
+    trials = [Trial(0, check, there[(0, check.digest)], FLAKE_RERUNS, focus[check.digest])
+              for check in failing]  # fmt: skip
+    tried = confirm_all(trials, run_again, flips)
+    if tried is None:
+        return None
     failed: dict[str, CheckResult] = {}
-    for check in checks:
-        result, hunt = there[(0, check.digest)], focus[check.digest]
-        if not still_failing(check, hunt, result):
-            continue
-        tried = confirm(0, check, result, run_again, reruns=FLAKE_RERUNS, flips=flips, focus=hunt)
-        if tried is None:
-            return None
-        if tried.suspects == hunt:
-            failed[check.digest] = tried.result
-        elif tried.suspects:  # the head fails some of them: the lanes are searched for the rest
-            focus[check.digest] = hunt - tried.suspects
+    for check, confirmed in zip(failing, tried, strict=True):
+        hunt = focus[check.digest]
+        if confirmed.suspects == hunt:
+            failed[check.digest] = confirmed.result
+        elif confirmed.suspects:  # the head fails some of them: the lanes are searched for the rest
+            focus[check.digest] = hunt - confirmed.suspects
     return failed
 
 
 def _rerun_by(ask: Ask) -> RunAgain:
-    """Reruns asked of `ask`, each once: the top's first rerun is also bisection's."""
+    """Reruns asked of `ask`, each once — the top's first rerun is also bisection's — those
+    of one call in one question (so they may run side by side)."""
     known: dict[tuple[int, str, int], CheckResult] = {}
 
-    def run_again(level: int, check: Check, attempt: int) -> CheckResult | None:
-        key = (level, check.digest, attempt)
-        if key not in known:
-            answers = ask([Probe(level, check, again=attempt)])
-            if answers is None:
-                return None
-            known[key] = answers[(level, check.digest)]
-        return known[key]
+    def run_again(reruns: Sequence[tuple[int, Check, int]]) -> list[CheckResult] | None:
+        wanted = {(level, check.digest, attempt): Probe(level, check, again=attempt)
+                  for level, check, attempt in reruns}  # fmt: skip
+        unknown = [probe for key, probe in wanted.items() if key not in known]
+        if unknown:
+            # one attempt per question: an answer is keyed by (level, digest)
+            for attempt in sorted({probe.again for probe in unknown}):
+                probes = [probe for probe in unknown if probe.again == attempt]
+                answers = ask(probes)
+                if answers is None:
+                    return None
+                for probe in probes:
+                    key = (probe.level, probe.check.digest)
+                    known[(*key, attempt)] = answers[key]
+        return [known[(level, check.digest, attempt)] for level, check, attempt in reruns]
 
     return run_again
 

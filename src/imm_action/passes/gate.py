@@ -16,7 +16,7 @@ from pathlib import Path
 
 from imm_action.integrate import transitions
 from imm_action.integrate.facts import ChecksFact, ChecksFound
-from imm_action.integrate.flakes import FLAKE_RERUNS, Flips, confirm, forgiven
+from imm_action.integrate.flakes import FLAKE_RERUNS, Flips, Trial, confirm_all, forgiven
 from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
@@ -154,23 +154,30 @@ def red_base(
     # counted here, as the base's: no stack counts the head's verdict as a run of its own
     verifier.cache.first_counted((base_tree, check.digest, 0) for check in gate.checks)
 
-    def run_again(_level: int, check: Check, attempt: int) -> CheckResult:
-        verifier.cache.first_counted([(base_tree, check.digest, attempt)])
-        found = verifier.cache.get_again(base_tree, check.digest, attempt)
-        return found or verifier.verify_again(base_tree, [check], attempt)[0]
+    def run_again(reruns: Sequence[tuple[int, Check, int]]) -> list[CheckResult]:
+        found: dict[tuple[str, int], CheckResult] = {}
+        for attempt in sorted({attempt for *_, attempt in reruns}):
+            checks = [check for _, check, at in reruns if at == attempt]
+            verifier.cache.first_counted((base_tree, check.digest, attempt) for check in checks)
+            again = verifier.verify_again_queued([(base_tree, check) for check in checks], attempt)
+            found.update(((c.digest, attempt), r) for c, r in zip(checks, again, strict=True))
+        return [found[(check.digest, attempt)] for _, check, attempt in reruns]
 
+    judged = [forgiven(result, check, gate.flaky) for check, result in
+              zip(gate.checks, results, strict=True)]  # fmt: skip
+    for result, forgiving in zip(results, judged, strict=True):
+        if not result.passed and forgiving.passed:
+            flips.flipped(0, forgiving.flaky_tests)
+    failing = [(check, result) for check, result in zip(gate.checks, judged, strict=True)
+               if not result.passed]  # fmt: skip
+    trials = [Trial(0, check, result, FLAKE_RERUNS) for check, result in failing]
+    tried = confirm_all(trials, run_again, flips) or []  # (a base's rerun is always known)
     failed: list[tuple[Check, CheckResult]] = []
-    for check, result in zip(gate.checks, results, strict=True):
-        judged = forgiven(result, check, gate.flaky)
-        if not result.passed and judged.passed:
-            flips.flipped(0, judged.flaky_tests)
-        tried = None if judged.passed else confirm(
-            0, check, judged, run_again, reruns=FLAKE_RERUNS, flips=flips
-        )  # fmt: skip
-        if tried is not None and not tried.flaky:
-            failed.append((check, tried.result))
-        elif tried is not None and tried.result.passed:
-            verifier.cache.put(base_tree, check.digest, tried.result)
+    for (check, _), confirmed in zip(failing, tried, strict=True):
+        if not confirmed.flaky:
+            failed.append((check, confirmed.result))
+        elif confirmed.result.passed:
+            verifier.cache.put(base_tree, check.digest, confirmed.result)
     return failed, flips.seen
 
 

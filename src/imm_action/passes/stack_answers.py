@@ -40,13 +40,12 @@ def running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
         found: dict[tuple[int, str], CheckResult] = {}
-        for probe in probes:  # a rerun: one at a time (a failure's confirmation, rare)
-            if probe.again:
-                tree, check = levels[probe.level].tree, probe.check
-                known = verifier.cache.get_again(tree, check.digest, probe.again)
-                if known is None:
-                    [known] = verifier.verify_again(tree, [check], probe.again)
-                found[(probe.level, check.digest)] = known
+        for attempt in sorted({probe.again for probe in probes if probe.again}):
+            reruns = [probe for probe in probes if probe.again == attempt]
+            again = verifier.verify_again_queued(
+                [(levels[probe.level].tree, probe.check) for probe in reruns], attempt
+            )
+            found.update(((p.level, p.check.digest), r) for p, r in zip(reruns, again, strict=True))
         by_level: dict[int, list[Check]] = {}
         for probe in probes:
             if not probe.again:

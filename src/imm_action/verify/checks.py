@@ -118,7 +118,31 @@ class Verifier:
                 self.cache.put(tree, check.digest, cached)
         return cached
 
-    def _run_queued(self, groups: list[tuple[str, list[Check]]]) -> None:
+    def verify_again_queued(
+        self, reruns: Sequence[tuple[str, Check]], attempt: int
+    ) -> list[CheckResult]:
+        """Each (tree, check) run afresh, whatever the cache holds (its `attempt`-th rerun
+        there), all in one queue the workers pull from: the reruns that confirm several
+        failures run side by side (integrate/flakes.py)."""
+        unknown: dict[str, list[Check]] = {}
+        for tree, check in reruns:
+            if self.cache.get_again(tree, check.digest, attempt) is None:
+                unknown.setdefault(tree, []).append(check)
+        pending = [(tree, group) for tree, checks in unknown.items()
+                   for group in by_run(checks).values()]  # fmt: skip
+        if pending:
+            self._run_queued(pending, attempt)
+        found: list[CheckResult] = []
+        for tree, check in reruns:
+            result = self.cache.get_again(tree, check.digest, attempt)
+            if result is None:  # (a queue records every item it pulls)
+                raise RuntimeError(f"no rerun {attempt} of {check.check_id} on {tree}")
+            found.append(result.model_copy(update={"check_id": check.check_id}))
+        return found
+
+    def _run_queued(self, groups: list[tuple[str, list[Check]]], attempt: int = 0) -> None:
+        """Each group's leader run, in one queue; `attempt`: reruns, kept as such (never the
+        tree's result, nor a run another check's verdict may come from)."""
         place = self._place or unconfined_place(self._path_env)
         prepared = place.prepared(self._repo)
         items = [QueuedCheck(tree, leader(group)) for tree, group in groups]
@@ -126,7 +150,15 @@ class Verifier:
                      zip(items, groups, strict=True)}  # fmt: skip
 
         def record(item: QueuedCheck, raw: CheckResult) -> None:
-            self._record(item, raw, served_by[(item.tree, item.check.digest)])
+            group = served_by[(item.tree, item.check.digest)]
+            if not attempt:
+                self._record(item, raw, group)
+                return
+            result = self._counted_result(item.tree, raw)
+            for check in group:
+                self.cache.put_again(
+                    item.tree, check.digest, attempt, served(result, item.check, check)
+                )
 
         if isinstance(prepared, CheckResult):
             for item in items:
@@ -149,27 +181,6 @@ class Verifier:
         self.cache.note_run(item.tree, item.check)
         for check in group:
             self.cache.put(item.tree, check.digest, served(result, item.check, check))
-
-    def verify_again(self, tree: str, checks: Sequence[Check], attempt: int) -> list[CheckResult]:
-        """Run `checks` on `tree` afresh, whatever the cache holds (its `attempt`-th rerun
-        there): a failure is run again before it is anyone's (integrate/flakes.py; rare: one
-        environment group at a time). Checks of one run run once."""
-        found: dict[str, CheckResult] = {}
-        with self.cache.tree_lock(tree):
-            groups = list(by_run(checks).values())
-            leaders = [leader(group) for group in groups]
-            by_leader = {
-                run_by.digest: group for run_by, group in zip(leaders, groups, strict=True)
-            }
-            for environment, group in _by_environment(leaders):
-                for run_by, raw in self._run_group(tree, environment, group, None):
-                    result = self._counted_result(tree, raw)
-                    for check in by_leader[run_by.digest]:
-                        found[check.digest] = served(result, run_by, check)
-        for digest, result in found.items():
-            self.cache.put_again(tree, digest, attempt, result)
-        return [found[check.digest].model_copy(update={"check_id": check.check_id})
-                for check in checks]  # fmt: skip
 
     def _counted_result(self, tree: str, raw: CheckResult) -> CheckResult:
         result = mask_result(self._mask, raw)
