@@ -13,6 +13,7 @@ the run's wall time). Needs the package registry once (`pip download`), then wor
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shlex
@@ -62,27 +63,42 @@ def tasks() -> dict[str, tuple[str, str]]:
 
 
 def write_project(root: Path, source: Path, held: str) -> None:
+    python = "python3"  # this interpreter's, first on the run's PATH (it has pytest)
+    suite = shlex.join([python, *PYTEST, "testing"])
+    config = (
+        f"max_parallel: 3\nheld_checks: {held}\nbranch_checks:\n  - name: suite\n"
+        f"    command: {suite!r}\n"
+    )
+    reviews = {
+        task: (path, f"testing/test_{test}.py", ()) for task, (path, test) in tasks().items()
+    }
+    write_pluggy(root, source, config, reviews, "review")
+
+
+def write_pluggy(
+    root: Path,
+    source: Path,
+    config: str,
+    reviews: dict[str, tuple[str, str, tuple[str, ...]]],
+    slug: str,
+) -> None:
+    """pluggy's sources as a repository with `config` as `.github/imm.yml` and one initiative
+    `slug` of `reviews` (task -> the file it reviews, the test file judging it, the tasks it
+    is blocked by), committed on `main`."""
     shutil.copytree(source, root)
     (root / "conftest.py").write_text(
         "import pathlib, sys\nsys.path.insert(0, str(pathlib.Path(__file__).parent / 'src'))\n"
     )
-    python = "python3"  # this interpreter's, first on the run's PATH (it has pytest)
-    suite = shlex.join([python, *PYTEST, "testing"])
     (root / ".github").mkdir(exist_ok=True)
-    (root / ".github/imm.yml").write_text(
-        f"max_parallel: 3\nheld_checks: {held}\nbranch_checks:\n  - name: suite\n"
-        f"    command: {suite!r}\n"
-    )
+    (root / ".github/imm.yml").write_text(config)
     plans, initiatives = root / "docs/plans", root / "docs/initiatives"
     plans.mkdir(parents=True)
     initiatives.mkdir(parents=True)
-    lines = ["# review", ""]
-    import json
-
-    for task, (path, test) in tasks().items():
+    lines = [f"# {slug}", ""]
+    for task, (path, test_file, needs) in reviews.items():
         lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        check = command_check({"executable": python,
-                               "argv": [*PYTEST, f"testing/test_{test}.py"]})  # fmt: skip
+        lines += [f"Blocked by: {', '.join(needs)}"] if needs else []
+        check = command_check({"executable": "python3", "argv": [*PYTEST, test_file]})
         intent = {
             "contract": "assurance_kernel/task_intent/v1", "task_id": task,
             "goal": f"Review {path}", "scope_hint": [path], "risk": "routine", "revision": 1,
@@ -90,7 +106,7 @@ def write_project(root: Path, source: Path, held: str) -> None:
             "acceptance": [{"id": "ok", "assertion": "its tests pass", "verification": check}],
         }  # fmt: skip
         (plans / f"{task}.intent.json").write_text(json.dumps(intent))
-    (initiatives / "review.md").write_text("\n".join(lines) + "\n")
+    (initiatives / f"{slug}.md").write_text("\n".join(lines) + "\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "pluggy"]):
         bench_git(root, *args)
 

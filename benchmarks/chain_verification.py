@@ -15,7 +15,6 @@ registry once (`pip download`), then works offline.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -31,8 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.branch_checks import PYTEST, fetch  # noqa: E402
-from benchmarks.generate import bench_git, command_check  # noqa: E402
+from benchmarks.branch_checks import PYTEST, fetch, write_pluggy  # noqa: E402
 
 CHAIN = [f"c{index}" for index in range(6)]
 MODULE = "src/pluggy/_hooks.py"
@@ -41,36 +39,15 @@ _STAMP = re.compile(r"^imm \[\s*([0-9.]+)s\]: lane (\S+) (started|ended)")
 
 
 def write_project(root: Path, source: Path, speculative: bool) -> None:
-    shutil.copytree(source, root)
-    (root / "conftest.py").write_text(
-        "import pathlib, sys\nsys.path.insert(0, str(pathlib.Path(__file__).parent / 'src'))\n"
-    )
     suite = shlex.join(["python3", *PYTEST, "testing"])
-    (root / ".github").mkdir(exist_ok=True)
-    (root / ".github/imm.yml").write_text(
+    config = (
         f"max_parallel: 3\nheld_checks: branch\nspeculative_lanes: {str(speculative).lower()}\n"
         f"branch_checks:\n  - name: suite\n    command: {suite!r}\n"
     )
-    plans, initiatives = root / "docs/plans", root / "docs/initiatives"
-    plans.mkdir(parents=True)
-    initiatives.mkdir(parents=True)
-    lines = ["# chain", ""]
-    own = command_check({"executable": "python3", "argv": [*PYTEST, "testing/test_hookcaller.py"]})
-    tasks = {task: (MODULE, CHAIN[:index][-1:]) for index, task in enumerate(CHAIN)}
-    tasks[BREAKER] = ("testing/test_details.py", [])
-    for task, (path, needs) in tasks.items():
-        lines += [f"## s-{task}: {task}", "Tasks:", f"- {task}"]
-        lines += [f"Blocked by: {', '.join(needs)}"] if needs else []
-        intent = {
-            "contract": "assurance_kernel/task_intent/v1", "task_id": task,
-            "goal": f"Review {path}", "scope_hint": [path], "risk": "routine", "revision": 1,
-            "owner": "user",
-            "acceptance": [{"id": "ok", "assertion": "its tests pass", "verification": own}],
-        }  # fmt: skip
-        (plans / f"{task}.intent.json").write_text(json.dumps(intent))
-    (initiatives / "chain.md").write_text("\n".join(lines) + "\n")
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "pluggy"]):
-        bench_git(root, *args)
+    reviews = {task: (MODULE, "testing/test_hookcaller.py", tuple(CHAIN[:index][-1:]))
+               for index, task in enumerate(CHAIN)}  # fmt: skip
+    reviews[BREAKER] = ("testing/test_details.py", "testing/test_hookcaller.py", ())
+    write_pluggy(root, source, config, reviews, "chain")
 
 
 def executor(scratch: Path, seconds: float) -> str:
