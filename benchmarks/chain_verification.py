@@ -1,7 +1,8 @@
 """Verification on the critical path of a chain (issue 61): pluggy 1.7.0's own suite as the only
-branch check (`held_checks: branch`), six tasks reviewing one module one after another (each
-blocked by the one before: a chain by scope, as on a real library) and one task that breaks the
-suite (it is parked). Run with speculative lanes on and off, alternated in the same run.
+branch check (`held_checks: branch`, or `all` with `--held all`), six tasks reviewing one module
+one after another (each blocked by the one before: a chain by scope, as on a real library) and
+one task that breaks the suite (it is parked). Run with speculative lanes on and off, alternated
+in the same run.
 
 Printed for each: wall over the chain's critical path (its six executors' seconds: no schedule
 ends sooner), wall over the chain's lanes as they ran (each lane's own checks and start-up
@@ -9,7 +10,7 @@ too), and the share of the wall the chain spent waiting — from one chain lane'
 one's start, and from the last one's end to the batch's end: verification's share. Needs the package
 registry once (`pip download`), then works offline.
 
-    python benchmarks/chain_verification.py [--seconds 2] [--runs 3]
+    python benchmarks/chain_verification.py [--seconds 2] [--runs 3] [--held branch|all]
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ BREAKER = "brk"
 _STAMP = re.compile(r"^imm \[\s*([0-9.]+)s\]: lane (\S+) (started|ended)")
 
 
-def write_project(root: Path, source: Path, speculative: bool) -> None:
+def write_project(root: Path, source: Path, speculative: bool, held: str = "branch") -> None:
     suite = shlex.join(["python3", *PYTEST, "testing"])
     config = (
-        f"max_parallel: 3\nheld_checks: branch\nspeculative_lanes: {str(speculative).lower()}\n"
+        f"max_parallel: 3\nheld_checks: {held}\nspeculative_lanes: {str(speculative).lower()}\n"
         f"branch_checks:\n  - name: suite\n    command: {suite!r}\n"
     )
     reviews = {task: (MODULE, "testing/test_hookcaller.py", tuple(CHAIN[:index][-1:]))
@@ -68,11 +69,11 @@ def executor(scratch: Path, seconds: float) -> str:
     return shlex.join([sys.executable, str(script)])
 
 
-def run_once(source: Path, seconds: float, speculative: bool) -> dict[str, float]:
+def run_once(source: Path, seconds: float, speculative: bool, held: str) -> dict[str, float]:
     scratch = Path(tempfile.mkdtemp(prefix="imm-chain-"))
     try:
         repo = scratch / "repo"
-        write_project(repo, source, speculative)
+        write_project(repo, source, speculative, held)
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "imm_action", "run", "chain", "--repo", str(repo),
@@ -113,16 +114,17 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="each executor's time")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "imm-pluggy")
     parser.add_argument("--runs", type=int, default=3, help="runs of each; medians printed")
+    parser.add_argument("--held", choices=["branch", "all"], default="branch")
     args = parser.parse_args()
     source = fetch(args.cache)
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"pluggy 1.7.0: a chain of {len(CHAIN)} tasks on one module and a breaker, executors "
           f"{args.seconds} s each; the suite the only branch check, "
-          "held_checks: branch")  # fmt: skip
+          f"held_checks: {args.held}")  # fmt: skip
     found: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     for run in range(args.runs):
         for speculative in (True, False):  # alternated: a drifting load hits both alike
-            got = run_once(source, args.seconds, speculative)
+            got = run_once(source, args.seconds, speculative, args.held)
             found[speculative].append(got)
             mode = "on " if speculative else "off"
             print(f"  speculative lanes {mode}: wall {got['wall']:.1f} s, wall / critical path "
