@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from imm_action.git.objects import MergeResult
+from imm_action.git.objects import CommitInfo, MergeResult
 from imm_action.git.repo import GitRepo
 
 
@@ -70,9 +70,8 @@ def build_candidate(
     if head == lane_base:
         return Candidate(lane_commit, lane.tree, head, lane_base, lane_commit)
     if speculative and not repo.is_ancestor(lane_base, head):
-        return _merged_on(
-            repo, head, lane_base, lane_commit, _merge_with_base(repo, lane_base, head, lane_commit)
-        )
+        merged = _merge_with_base(repo, lane_base, head, lane)
+        return _merged_on(repo, head, lane_base, lane_commit, merged, lane=lane)
     # `merge-tree --merge-base` needs git 2.40; on 2.39 we prove the merge base is the lane
     # base and let merge-tree find that same base itself. The batch's own history is usually a
     # plain chain of candidates since the lane base, which proves it without a process;
@@ -84,14 +83,15 @@ def build_candidate(
         if not repo.is_ancestor(lane_base, head):
             return LaneBaseNotInHead()
         return MergeBaseForeign(tuple(bases))
-    return _merged_on(repo, head, lane_base, lane_commit, repo.merge_trees(head, lane_commit))
+    merged = repo.merge_trees(head, lane_commit)
+    return _merged_on(repo, head, lane_base, lane_commit, merged, lane=lane)
 
 
-def _merge_with_base(repo: GitRepo, base: str, ours: str, theirs: str) -> MergeResult:
-    """The three-way merge of `ours` and `theirs` with `base` as the merge base, whatever
-    their histories: merge-tree of two commits of their trees on one root commit of `base`'s
-    (git 2.39 has no `--merge-base`). Fixed dates: the same inputs give the same objects."""
-    lane = repo.commit(theirs)
+def _merge_with_base(repo: GitRepo, base: str, ours: str, lane: CommitInfo) -> MergeResult:
+    """The three-way merge of `ours` and the `lane` commit with `base` as the merge base,
+    whatever their histories: merge-tree of two commits of their trees on one root commit of
+    `base`'s (git 2.39 has no `--merge-base`). Fixed dates: the same inputs give the same
+    objects."""
 
     def commit_of(tree: str, parents: list[str], message: str) -> str:
         return repo.commit_tree(
@@ -106,10 +106,15 @@ def _merge_with_base(repo: GitRepo, base: str, ours: str, theirs: str) -> MergeR
 
 
 def _merged_on(
-    repo: GitRepo, head: str, lane_base: str, lane_commit: str, merged: MergeResult
+    repo: GitRepo,
+    head: str,
+    lane_base: str,
+    lane_commit: str,
+    merged: MergeResult,
+    *,
+    lane: CommitInfo,
 ) -> BuildResult:
-    """The candidate of `merged` on `head`, proven to carry exactly the lane's change."""
-    lane = repo.commit(lane_commit)
+    """The candidate of `merged` on `head`, proven to carry exactly `lane`'s change."""
     if merged.conflicts:
         return MergeConflicts(merged.conflicts)
     # Every input of the candidate is fixed by the lane commit and the head (the date too), so a

@@ -94,10 +94,10 @@ class Confirmed:
         return not self.suspects
 
 
-# Reruns of checks on levels' trees, each (level, check, attempt): the attempt's number keys a
-# rerun (asked again, it is the same run), and the reruns of one call may run side by side;
-# None while one is not known.
-RunAgain = Callable[[Sequence[tuple[int, Check, int]]], list[CheckResult] | None]
+# The `attempt`-th reruns of checks, each (level, check) on that level's tree: the attempt's
+# number keys a rerun (asked again, it is the same run), and the reruns of one call may run
+# side by side; None while one is not known.
+RunAgain = Callable[[int, Sequence[tuple[int, Check]]], list[CheckResult] | None]
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def confirm_all(
         pending = [i for i, t in enumerate(trials) if settled[i] is None and attempt <= t.reruns]
         if not pending:
             break
-        reruns = run_again([(trials[i].level, trials[i].check, attempt) for i in pending])
+        reruns = run_again(attempt, [(trials[i].level, trials[i].check) for i in pending])
         if reruns is None:
             return None
         for i, rerun in zip(pending, reruns, strict=True):
@@ -140,12 +140,6 @@ def confirm_all(
             else:
                 suspects[i] = kept
     return [found or Confirmed(trials[i].first, suspects[i]) for i, found in enumerate(settled)]
-
-
-def confirm(trial: Trial, run_again: RunAgain, flips: Flips) -> Confirmed | None:
-    """One trial's `confirm_all`."""
-    found = confirm_all([trial], run_again, flips)
-    return None if found is None else found[0]
 
 
 def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
@@ -170,7 +164,7 @@ def not_on_parent(
         pending = [i for i in range(len(failures)) if left[i] and attempt <= tries[i]]
         if not pending:
             break
-        reruns = run_again([(failures[i][0], failures[i][1], attempt) for i in pending])
+        reruns = run_again(attempt, [(failures[i][0], failures[i][1]) for i in pending])
         if reruns is None:
             return None
         for i, rerun in zip(pending, reruns, strict=True):

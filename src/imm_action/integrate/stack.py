@@ -375,21 +375,17 @@ def _rerun_by(ask: Ask) -> RunAgain:
     of one call in one question (so they may run side by side)."""
     known: dict[tuple[int, str, int], CheckResult] = {}
 
-    def run_again(reruns: Sequence[tuple[int, Check, int]]) -> list[CheckResult] | None:
-        wanted = {(level, check.digest, attempt): Probe(level, check, again=attempt)
-                  for level, check, attempt in reruns}  # fmt: skip
-        unknown = [probe for key, probe in wanted.items() if key not in known]
+    def run_again(attempt: int, reruns: Sequence[tuple[int, Check]]) -> list[CheckResult] | None:
+        unknown = [Probe(level, check, again=attempt) for level, check in reruns
+                   if (level, check.digest, attempt) not in known]  # fmt: skip
         if unknown:
-            # one attempt per question: an answer is keyed by (level, digest)
-            for attempt in sorted({probe.again for probe in unknown}):
-                probes = [probe for probe in unknown if probe.again == attempt]
-                answers = ask(probes)
-                if answers is None:
-                    return None
-                for probe in probes:
-                    key = (probe.level, probe.check.digest)
-                    known[(*key, attempt)] = answers[key]
-        return [known[(level, check.digest, attempt)] for level, check, attempt in reruns]
+            answers = ask(unknown)
+            if answers is None:
+                return None
+            for probe in unknown:
+                key = (probe.level, probe.check.digest)
+                known[(*key, attempt)] = answers[key]
+        return [known[(level, check.digest, attempt)] for level, check in reruns]
 
     return run_again
 
@@ -401,7 +397,7 @@ def forgiving(
     counted among the flips: reported, never blocking)."""
     if not listed_flaky:
         return ask
-    checks = {check.digest: check for level in levels for check in level.checks}
+    checks = united_checks(levels)
 
     def judged(probes: Sequence[Probe]) -> Mapping[tuple[int, str], CheckResult] | None:
         answers = ask(probes)

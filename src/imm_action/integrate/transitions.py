@@ -373,13 +373,14 @@ def set_back_speculative(state: BatchRunState) -> tuple[BatchRunState, tuple[str
             )
         ]
         if not lost:
-            # back to pending, one whose dependency is parked is skipped, as if it had waited
-            for child in state.children:
-                if child.state is ChildState.NEEDS_HUMAN:
-                    state = skip_dependents(state, child.task_id)
-            return state, tuple(set_back)
+            break
         for task_id in lost:
             state = _with_child(
                 state, task_id, {"state": ChildState.PENDING, "lane": None, "reason": None}
             )
         set_back += lost
+    if set_back:  # back to pending, one whose dependency is parked is skipped, as if it waited
+        for child in state.children:
+            if child.state is ChildState.NEEDS_HUMAN:
+                state = skip_dependents(state, child.task_id)
+    return state, tuple(set_back)

@@ -154,14 +154,9 @@ def red_base(
     # counted here, as the base's: no stack counts the head's verdict as a run of its own
     verifier.cache.first_counted((base_tree, check.digest, 0) for check in gate.checks)
 
-    def run_again(reruns: Sequence[tuple[int, Check, int]]) -> list[CheckResult]:
-        found: dict[tuple[str, int], CheckResult] = {}
-        for attempt in sorted({attempt for *_, attempt in reruns}):
-            checks = [check for _, check, at in reruns if at == attempt]
-            verifier.cache.first_counted((base_tree, check.digest, attempt) for check in checks)
-            again = verifier.verify_again_queued([(base_tree, check) for check in checks], attempt)
-            found.update(((c.digest, attempt), r) for c, r in zip(checks, again, strict=True))
-        return [found[(check.digest, attempt)] for _, check, attempt in reruns]
+    def run_again(attempt: int, reruns: Sequence[tuple[int, Check]]) -> list[CheckResult]:
+        verifier.cache.first_counted((base_tree, check.digest, attempt) for _, check in reruns)
+        return verifier.verify_again_queued([(base_tree, check) for _, check in reruns], attempt)
 
     judged = [forgiven(result, check, gate.flaky) for check, result in
               zip(gate.checks, results, strict=True)]  # fmt: skip

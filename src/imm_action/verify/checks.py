@@ -97,15 +97,10 @@ class Verifier:
         with contextlib.ExitStack() as locks:
             for tree in trees:  # in one order: callers of `verify` hold one lock at a time
                 locks.enter_context(self.cache.tree_lock(tree))
-            unknown: dict[str, list[Check]] = {}
-            for job in jobs:
-                unknown.setdefault(job.tree, []).extend(
-                    check for check in job.checks if self.known(job.tree, check) is None
-                )
-            pending = [(tree, group) for tree, checks in unknown.items()
-                       for group in by_run(checks).values()]  # fmt: skip
-            if pending:
-                self._run_queued(pending)
+            unknown = [(job.tree, check) for job in jobs for check in job.checks
+                       if self.known(job.tree, check) is None]  # fmt: skip
+            if unknown:
+                self._run_queued(_runs_of(unknown))
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
     def known(self, tree: str, check: Check) -> CheckResult | None:
@@ -124,14 +119,10 @@ class Verifier:
         """Each (tree, check) run afresh, whatever the cache holds (its `attempt`-th rerun
         there), all in one queue the workers pull from: the reruns that confirm several
         failures run side by side (integrate/flakes.py)."""
-        unknown: dict[str, list[Check]] = {}
-        for tree, check in reruns:
-            if self.cache.get_again(tree, check.digest, attempt) is None:
-                unknown.setdefault(tree, []).append(check)
-        pending = [(tree, group) for tree, checks in unknown.items()
-                   for group in by_run(checks).values()]  # fmt: skip
-        if pending:
-            self._run_queued(pending, attempt)
+        unknown = [(tree, check) for tree, check in reruns
+                   if self.cache.get_again(tree, check.digest, attempt) is None]  # fmt: skip
+        if unknown:
+            self._run_queued(_runs_of(unknown), attempt)
         found: list[CheckResult] = []
         for tree, check in reruns:
             result = self.cache.get_again(tree, check.digest, attempt)
@@ -150,15 +141,7 @@ class Verifier:
                      zip(items, groups, strict=True)}  # fmt: skip
 
         def record(item: QueuedCheck, raw: CheckResult) -> None:
-            group = served_by[(item.tree, item.check.digest)]
-            if not attempt:
-                self._record(item, raw, group)
-                return
-            result = self._counted_result(item.tree, raw)
-            for check in group:
-                self.cache.put_again(
-                    item.tree, check.digest, attempt, served(result, item.check, check)
-                )
+            self._record(item, raw, served_by[(item.tree, item.check.digest)], attempt)
 
         if isinstance(prepared, CheckResult):
             for item in items:
@@ -176,11 +159,22 @@ class Verifier:
         ordered = longest_first(items, lambda item: self.cache.duration_ms(item.check.digest))
         run_queue(ordered, self.workers, open_sandbox, record, _prepare_failed)
 
-    def _record(self, item: QueuedCheck, raw: CheckResult, group: Sequence[Queued]) -> None:
+    def _record(
+        self, item: QueuedCheck, raw: CheckResult, group: Sequence[Queued], attempt: int = 0
+    ) -> dict[str, CheckResult]:
+        """A run of `item`'s check, counted, as the verdict of every check of its `group` (one
+        run: same_run.py), by digest; a rerun (`attempt`) is kept as such, never the tree's
+        result nor a run another check's verdict may come from."""
         result = self._counted_result(item.tree, raw)
-        self.cache.note_run(item.tree, item.check)
-        for check in group:
-            self.cache.put(item.tree, check.digest, served(result, item.check, check))
+        verdicts = {check.digest: served(result, item.check, check) for check in group}
+        for digest, verdict in verdicts.items():
+            if attempt:
+                self.cache.put_again(item.tree, digest, attempt, verdict)
+            else:
+                self.cache.put(item.tree, digest, verdict)
+        if not attempt:
+            self.cache.note_run(item.tree, item.check)
+        return verdicts
 
     def _counted_result(self, tree: str, raw: CheckResult) -> CheckResult:
         result = mask_result(self._mask, raw)
@@ -230,11 +224,9 @@ class Verifier:
         by_leader = {leader(group).digest: group for group in groups}
         for environment, group in _by_environment([leader(group) for group in groups]):
             for run_by, raw in self._run_group(tree, environment, group, at):
-                result = self._counted_result(tree, raw)
-                self.cache.note_run(tree, run_by)
-                for check in by_leader[run_by.digest]:
-                    by_digest[check.digest] = served(result, run_by, check)
-                    self.cache.put(tree, check.digest, by_digest[check.digest])
+                by_digest.update(
+                    self._record(QueuedCheck(tree, run_by), raw, by_leader[run_by.digest])
+                )
         return [
             by_digest[check.digest].model_copy(update={"check_id": check.check_id})
             for check in checks
@@ -264,6 +256,14 @@ class Verifier:
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
                 return _run_in(sandbox, environment, group, fresh)
+
+
+def _runs_of(checks: Sequence[tuple[str, Check]]) -> list[tuple[str, list[Check]]]:
+    """(tree, check) pairs as the runs they take: per tree, its checks of one run together."""
+    by_tree: dict[str, list[Check]] = {}
+    for tree, check in checks:
+        by_tree.setdefault(tree, []).append(check)
+    return [(tree, group) for tree, found in by_tree.items() for group in by_run(found).values()]
 
 
 def _check_sandbox(
