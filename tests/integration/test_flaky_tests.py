@@ -19,7 +19,7 @@ VALUE = "def value():\n    return 1\n"
 BROKEN = "def value():\n    return 2\n"
 
 
-def _tests(schedule: Path) -> str:
+def _tests(schedule: Path, marks: Path | None) -> str:
     return (
         "import pathlib\n\nfrom pkg.value import value\n\n\n"
         "def test_good():\n    assert value() == 1\n\n\n"
@@ -28,12 +28,17 @@ def _tests(schedule: Path) -> str:
         "    said = schedule.read_text()\n"
         "    schedule.write_text(said[1:])\n"
         "    assert not said.startswith('F')\n"
-    )
+    ) + ("" if marks is None else (
+        f"\n\ndef test_marks():\n    with open({str(marks)!r}, 'a') as marks:\n"
+        "        marks.write('x')\n"
+    ))  # fmt: skip
 
 
-def _project(root: Path, schedule: Path, listed: tuple[str, ...] = ()) -> Path:
+def _project(
+    root: Path, schedule: Path, listed: tuple[str, ...] = (), marks: Path | None = None
+) -> Path:
     """Tasks a and b, each in a file of its own (b may break `value`); the suite is the
-    branch check."""
+    branch check; `marks`: a file every whole run of the suite writes a mark in."""
     schedule.write_text("")
     schedule.chmod(0o666)
     suite = shlex.join(["python3", *PYTEST_CHECK, "tests"])
@@ -43,7 +48,7 @@ def _project(root: Path, schedule: Path, listed: tuple[str, ...] = ()) -> Path:
     return make_project(
         root, {"a": [], "b": []}, scopes={"a": ["a.txt"], "b": ["b.txt", "pkg/**"]},
         extra_files={"pkg/__init__.py": "", "pkg/value.py": VALUE,
-                     "tests/test_value.py": _tests(schedule), ".github/imm.yml": config},
+                     "tests/test_value.py": _tests(schedule, marks), ".github/imm.yml": config},
     )  # fmt: skip
 
 
@@ -112,6 +117,21 @@ def test_a_broken_lane_is_parked_though_a_flaky_test_fails_beside_it(
     (b,) = [child for child in states if child.task_id == "b"]
     assert b.reason is not None
     assert "batch_integration_check_failed" in b.reason
+
+
+def test_a_culprits_reruns_run_its_failing_test_alone(tmp_path: Path, open_dir: Path) -> None:
+    # every run of the whole suite leaves a mark: b's failing test is confirmed on runs of it
+    # alone (ADR 0073), so the suite ran on the base, the top, its rerun and one probe only
+    schedule, marks = open_dir / "schedule", open_dir / "marks"
+    marks.write_text("")
+    marks.chmod(0o666)
+    repo = _project(tmp_path / "r", schedule, marks=marks)
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b", {"b.txt": "b\n", "pkg/value.py": BROKEN})
+    run_pass(repo)
+    assert _states(repo) == {"a": "integrated", "b": "needs_human"}
+    assert marks.read_text() == "x" * 4  # the base, the top twice, a's candidate
 
 
 def test_a_test_the_config_lists_as_flaky_never_blocks_and_a_typo_is_warned(

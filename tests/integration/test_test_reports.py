@@ -16,7 +16,7 @@ from imm_action.model.outcome import CheckResult
 from imm_action.sandbox.choice import choose_confinement
 from imm_action.sandbox.confine import NOT_CONFINED
 from imm_action.verify.check_setup import CheckPlace
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, TreeRerun, Verifier
 from imm_action.verify.result_cache import ResultCache
 from tests.conftest import PYTEST_CHECK, git, make_repo
 
@@ -43,10 +43,18 @@ def _run(
 ) -> CheckResult:
     """The check's result in a checkout of its own (unconfined), or in the sandbox, on an
     overlay of the tree where overlays work (the check's files only inside)."""
+    verifier, oid = _verifier(tree, place)
+    return verifier.verify(oid, [_check(executable, argv, **more)])[0]
+
+
+def _check(executable: str, argv: list[str], **more: object) -> Check:
     body = {"contract": "assurance_kernel/verification_descriptor/v2",
             "command": {"executable": executable, "argv": argv}, **more}  # fmt: skip
+    return Check("t:ok", parse_descriptor(json.dumps(body)))
+
+
+def _verifier(tree: tuple[GitRepo, str], place: str) -> tuple[Verifier, str]:
     repo, oid = tree
-    check = Check("t:ok", parse_descriptor(json.dumps(body)))
     confinement = NOT_CONFINED
     if place == "sandboxed":
         confinement = choose_confinement(
@@ -54,8 +62,7 @@ def _run(
         )
         assert confinement.active, confinement.why
     where = CheckPlace(confinement, os.environ["PATH"])
-    verifier = Verifier(repo, ResultCache(), path_env=os.environ["PATH"], place=where)
-    return verifier.verify(oid, [check])[0]
+    return Verifier(repo, ResultCache(), path_env=os.environ["PATH"], place=where), oid
 
 
 def test_pytest_reports_its_tests_without_the_user_asking_even_from_a_script(
@@ -99,3 +106,45 @@ def test_a_report_the_check_made_a_link_to_a_host_file_is_not_read(
     code = f"import os; os.symlink({str(secret)!r}, os.environ['IMM_TEST_REPORT'])"
     result = _run(tree, place, "python3", ["-c", code])
     assert result.tests is None
+
+
+def _rerun_alone(
+    tree: tuple[GitRepo, str], place: str, executable: str, argv: list[str], alone: set[str]
+) -> CheckResult:
+    """A rerun of the check of only the tests `alone` names (issue 61, ADR 0073)."""
+    verifier, oid = _verifier(tree, place)
+    check = _check(executable, argv)
+    (result,) = verifier.verify_again_queued([TreeRerun(oid, check, -1, frozenset(alone))])
+    return result
+
+
+def test_a_rerun_of_failing_tests_runs_them_alone_under_pytest_even_from_a_script(
+    tree: tuple[GitRepo, str], place: str
+) -> None:
+    for executable, argv in (("python3", [*PYTEST_CHECK, "tests"]), ("sh", ["scripts/run.sh"])):
+        result = _rerun_alone(tree, place, executable, argv, {"tests/test_m.py::test_two"})
+        assert result.ran_only == ["tests/test_m.py::test_two"]
+        assert result.tests is not None
+        assert result.tests.tests == {"tests/test_m.py::test_two": "failed"}
+        assert not result.passed
+
+
+def test_a_runner_that_cannot_run_tests_alone_runs_whole_and_says_so(
+    tree: tuple[GitRepo, str], place: str
+) -> None:
+    tap = "TAP version 13\\nok 1 - adds\\nnot ok 2 - subtracts\\n1..2\\n"
+    code = f"import os; open(os.environ['IMM_TEST_REPORT'], 'w').write('{tap}')"
+    result = _rerun_alone(tree, place, "python3", ["-c", code], {"subtracts"})
+    assert result.ran_only == []  # the whole check ran
+    assert result.tests is not None
+    assert result.tests.tests == {"adds": "passed", "subtracts": "failed"}
+
+
+def test_a_rerun_alone_of_a_test_pytest_does_not_know_runs_nothing_and_passes_nothing(
+    tree: tuple[GitRepo, str], place: str
+) -> None:
+    gone = "tests/test_m.py::test_three"
+    result = _rerun_alone(tree, place, "python3", [*PYTEST_CHECK, "tests"], {gone})
+    assert result.ran_only == [gone]
+    assert not result.passed  # pytest: no tests ran
+    assert result.tests is None or gone not in result.tests.tests

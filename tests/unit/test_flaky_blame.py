@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from imm_action.integrate.flakes import FLAKE_RERUNS, FlakeRules
+from imm_action.integrate.flakes import ALONE_RERUNS, FLAKE_RERUNS, FlakeRules
 from imm_action.integrate.stack import Probe, StackFailed, StackLevel, StackPassed, judge_stack
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.ledger import TestLedger
@@ -25,35 +25,55 @@ SUITE = Check("branch:1", parse_descriptor(descriptor(["-m", "pytest"])))
 Script = Callable[[int, int], set[str]]
 
 
-def _run(failing: set[str]) -> CheckResult:
+def _run(failing: set[str], alone: frozenset[str] = frozenset()) -> CheckResult:
+    """A run of the suite — of the tests `alone` names only, where it names some — whose
+    tests in `failing` fail."""
+    ran = sorted(alone) or [GOOD, BROKEN, FLAKY]
+    failed = sorted(test for test in ran if test in failing)
     ledger = TestLedger(
-        source="junit",
-        tests={test: "failed" if test in failing else "passed" for test in (GOOD, BROKEN, FLAKY)},
+        source="junit", tests={test: "failed" if test in failed else "passed" for test in ran}
     )
     return CheckResult(
-        check_id=SUITE.check_id, passed=not failing, exit_code=1 if failing else 0,
+        check_id=SUITE.check_id, passed=not failed, exit_code=1 if failed else 0,
         duration_ms=1, timed_out=False, output_limited=False, changed_outside=[],
-        output_tail="", tests=ledger, failed_tests=sorted(failing),
+        output_tail="", tests=ledger, failed_tests=failed, ran_only=sorted(alone),
     )  # fmt: skip
 
 
 class Stack:
     """A head (level 0) and `size` lanes, every level judged by the suite the head holds."""
 
-    def __init__(self, size: int, script: Script) -> None:
+    def __init__(
+        self, size: int, script: Script, alone: Script | None = None, runs_alone: bool = True
+    ) -> None:
         self.size = size
         self.script = script
+        self.alone_script = alone or script  # which tests fail when run alone
+        self.runs_alone = runs_alone  # False: a runner that runs the whole suite whatever
         self.asked: list[Probe] = []
 
     def levels(self) -> list[StackLevel]:
         return [StackLevel(f"tree{level}", (SUITE,)) for level in range(self.size + 1)]
 
     def ask(self, probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
+        """Each probe run as the script says its attempt goes: a run of tests alone fails
+        those of them the whole suite would (the tests here need no other to pass)."""
         self.asked += probes
-        return {(p.level, p.check.digest): _run(self.script(p.level, p.again)) for p in probes}
+        return {(p.level, p.check.digest): self._run(p) for p in probes}
+
+    def _run(self, probe: Probe) -> CheckResult:
+        attempt = abs(probe.again)
+        if probe.alone and self.runs_alone:
+            return _run(self.alone_script(probe.level, attempt), probe.alone)
+        return _run(self.script(probe.level, attempt))
 
     def reruns(self) -> list[tuple[int, int]]:
-        return [(p.level, p.again) for p in self.asked if p.again]
+        """(level, attempt) of each rerun of the whole suite."""
+        return [(p.level, p.again) for p in self.asked if p.again > 0]
+
+    def alone(self) -> list[tuple[int, int, frozenset[str]]]:
+        """(level, attempt, tests) of each rerun of some tests alone."""
+        return [(p.level, -p.again, p.alone) for p in self.asked if p.again < 0]
 
 
 def test_a_failure_on_the_top_that_passes_its_rerun_lands_the_stack_and_is_flaky() -> None:
@@ -92,9 +112,11 @@ def test_a_broken_lane_is_parked_though_a_flaky_test_fails_beside_it() -> None:
     assert list(judged.culprits) == [5]
     ((_, result),) = judged.culprits[5]
     assert BROKEN in result.failed_tests
-    # seen on every rerun of its candidate; never seen to flip, once afresh on its parent
-    assert [again for level, again in stack.reruns() if level == 5] == [1, 2, 3]
-    assert [again for level, again in stack.reruns() if level == 4] == [1]
+    # seen on every rerun of its candidate; never seen to flip, once afresh on its parent:
+    # the broken test alone each time, never the suite (the top's reruns are the suite's)
+    alone = [(level, n, tests) for level, n, tests in stack.alone()]
+    assert alone == [(4, 1, {BROKEN}), *((5, n, {BROKEN}) for n in range(1, ALONE_RERUNS + 1))]
+    assert {level for level, _ in stack.reruns()} == {8}
 
 
 def test_bisection_hunts_the_broken_test_not_a_flaky_one_failing_beside_it() -> None:
@@ -128,8 +150,45 @@ def test_a_failure_never_seen_to_flip_is_the_lanes_when_its_parent_passes_a_fres
     assert isinstance(judged, StackFailed)
     assert list(judged.culprits) == [6]
     assert judged.flaky == ()
-    assert [again for level, again in stack.reruns() if level == 6] == [1, 2, 3]
-    assert [again for level, again in stack.reruns() if level == 5] == [1]
+    # the failing test alone, once on the parent (it passes there: a fair trial), then on
+    # the candidate ALONE_RERUNS times
+    assert [(level, n) for level, n, _ in stack.alone() if level in {5, 6}] == [
+        (5, 1), *((6, n) for n in range(1, ALONE_RERUNS + 1))
+    ]  # fmt: skip
+    assert stack.reruns() == [(8, 1)]  # the top's: a passing rerun there must be whole
+
+
+def test_a_test_failing_alone_on_the_parent_too_is_judged_by_whole_runs() -> None:
+    # a test that needs the suite around it fails alone everywhere; in the suite it flaked on
+    # the first two runs of levels 4 to 8: no lane broke it, and none is parked
+    def whole(level: int, again: int) -> set[str]:
+        return {FLAKY} if level >= 4 and again <= 1 else set()
+
+    stack = Stack(8, whole, alone=lambda level, again: {FLAKY})
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackPassed)
+    assert (4, 1) in stack.reruns()  # the candidate, whole: its parent failed it alone too
+    assert (3, 1, {FLAKY}) in stack.alone()
+
+
+def test_a_test_broken_only_beside_others_is_still_the_lanes() -> None:
+    # lane 6 breaks a test only when the suite runs around it: alone it passes everywhere
+    stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 else set(), alone=lambda *_: set())
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [6]
+    assert judged.flaky == ()  # passing alone is no flip
+    assert [n for level, n in stack.reruns() if level == 6] == [1, 2, 3]
+
+
+def test_a_runner_that_cannot_run_tests_alone_runs_each_rerun_once() -> None:
+    stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 else set(), runs_alone=False)
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [6]
+    # the top once, the parent once, the candidate three times: what a whole-suite rerun cost
+    asked = [(probe.level, abs(probe.again)) for probe in stack.asked if probe.again]
+    assert sorted(asked) == [(5, 1), (6, 1), (6, 2), (6, 3), (8, 1)]
 
 
 def test_a_failure_that_its_parent_fails_afresh_is_no_lanes() -> None:
@@ -171,16 +230,30 @@ def test_a_listed_flaky_test_does_not_hide_a_broken_one_beside_it() -> None:
         st.tuples(st.integers(min_value=0, max_value=12), st.integers(min_value=0, max_value=3))
     ),
     known=st.booleans(),
+    needs_suite=st.booleans(),
+    broken_beside=st.booleans(),
 )
 def test_a_lane_is_parked_only_for_a_failure_seen_on_every_run_of_its_candidate(
-    size: int, breaker: int | None, flake_runs: set[tuple[int, int]], known: bool
+    size: int,
+    breaker: int | None,
+    flake_runs: set[tuple[int, int]],
+    *,
+    known: bool,
+    needs_suite: bool,
+    broken_beside: bool,
 ) -> None:
-    # a broken test from `breaker` on; a flaky one failing on the runs `flake_runs` names
+    # a broken test from `breaker` on; a flaky one failing on the runs `flake_runs` names.
+    # Run alone, the flaky test fails always where it `needs_suite`, and the broken one
+    # passes where it is broken only `beside` the others
     def script(level: int, again: int) -> set[str]:
         broken = {BROKEN} if breaker is not None and level >= breaker else set()
         return broken | ({FLAKY} if (level, again) in flake_runs else set())
 
-    stack = Stack(size, script)
+    def alone(level: int, again: int) -> set[str]:
+        found = {FLAKY} if needs_suite else script(level, again) & {FLAKY}
+        return found | (set() if broken_beside else script(level, again) & {BROKEN})
+
+    stack = Stack(size, script, alone=alone)
     flakes = FlakeRules(known=frozenset({FLAKY}) if known else frozenset())
     judged = judge_stack(stack.levels(), stack.ask, flakes=flakes)
     if breaker is not None and breaker <= size:

@@ -11,12 +11,15 @@ up to FLAKE_RERUNS times for tests seen to flip: failing there too, it is not th
 the config lists in `flaky_tests` are reported when they fail and never block.
 
 Reruns cost runs only where a check failed: on honest lanes, with a test failing one run in
-twenty, about one rerun per twenty runs of that check."""
+twenty, about one rerun per twenty runs of that check. A rerun of a check whose report named
+its failing tests runs those tests alone first (ADR 0073: a suite's failing test, not the
+suite), and the whole check only where that run settles nothing: on a candidate, the tests
+alone did not fail; on a parent, they did not all pass."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from imm_action.model.ledger import named_tests
@@ -27,6 +30,11 @@ from imm_action.verify.checks import Check
 # failing one run in two blames an innocent lane one time in 2 ** (FLAKE_RERUNS + 1) at worst,
 # and only when it also passes its parent's reruns.
 FLAKE_RERUNS: Final = 3
+# Runs of a failure's tests alone before a lane is parked for it (ADR 0073): two more than
+# whole reruns, since a flaky test passing alone once sends the trial to whole runs — its
+# chance to blame an innocent lane grows by p ** ALONE_RERUNS (p: how often it fails), at most
+# a quarter more at one run in two.
+ALONE_RERUNS: Final = FLAKE_RERUNS + 2
 
 
 @dataclass(frozen=True)
@@ -88,16 +96,74 @@ class Confirmed:
 
     result: CheckResult
     suspects: frozenset[str]
+    alone: bool = False  # seen again on every run of its tests alone (`steady_alone`)
 
     @property
     def flaky(self) -> bool:
         return not self.suspects
 
 
-# The `attempt`-th reruns of checks, each (level, check) on that level's tree: the attempt's
-# number keys a rerun (asked again, it is the same run), and the reruns of one call may run
-# side by side; None while one is not known.
-RunAgain = Callable[[int, Sequence[tuple[int, Check]]], list[CheckResult] | None]
+@dataclass(frozen=True)
+class Rerun:
+    """A check run again on a level's tree: its `attempt`-th rerun there, of only the tests
+    `alone` names where it names some (a runner that cannot run them alone runs them all)."""
+
+    level: int
+    check: Check
+    attempt: int
+    alone: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> int:
+        """What keeps the run apart from every other rerun of the check on the tree: asked
+        again, it is the same run — the `attempt`, negated for a run of its tests alone."""
+        return -self.attempt if self.alone else self.attempt
+
+
+# Reruns of checks: the reruns of one call may run side by side; None while one is not known.
+RunAgain = Callable[[Sequence[Rerun]], list[CheckResult] | None]
+
+
+def alone_tests(check: Check, suspects: frozenset[str]) -> frozenset[str]:
+    """The tests a rerun may run alone: the suspects where they are tests, none where the
+    failure is the check's own (its report named no failing test)."""
+    return frozenset() if suspects == {check.check_id} else suspects
+
+
+def fails_any(result: CheckResult, tests: frozenset[str]) -> bool:
+    """Whether a run of `tests` alone settles that a failure is seen again: one of them
+    failed."""
+    failing = result.tests.failing() if result.tests is not None else []
+    return not result.passed and any(test in tests for test in failing)
+
+
+def passes_every(result: CheckResult, tests: frozenset[str]) -> bool:
+    """Whether a run of `tests` alone settles that they pass on that tree: each of them ran
+    and passed (a test failing alone may need the suite around it: the whole check says)."""
+    ran = result.tests.tests if result.tests is not None else {}
+    return result.passed and all(ran.get(test) == "passed" for test in tests)
+
+
+def _settled(
+    run_again: RunAgain,
+    reruns: Sequence[Rerun],
+    settles: Callable[[CheckResult, frozenset[str]], bool],
+) -> list[CheckResult] | None:
+    """Each rerun's result: the run of its tests alone where that `settles` the question, else
+    the whole check's, as the same attempt. A result of tests alone is never a tree's verdict."""
+    found = run_again(reruns)
+    if found is None:
+        return None
+    whole = [i for i, (rerun, result) in enumerate(zip(reruns, found, strict=True))
+             if rerun.alone and result.ran_only and not settles(result, rerun.alone)]  # fmt: skip
+    if whole:
+        again = run_again([Rerun(reruns[i].level, reruns[i].check, reruns[i].attempt)
+                           for i in whole])  # fmt: skip
+        if again is None:
+            return None
+        for i, result in zip(whole, again, strict=True):
+            found[i] = result
+    return found
 
 
 @dataclass(frozen=True)
@@ -111,21 +177,37 @@ class Trial:
     first: CheckResult
     reruns: int
     focus: frozenset[str] = frozenset()
+    # its failing tests may be run alone first, ALONE_RERUNS times (a fair A/B trial of the
+    # lane: its parent passes them alone, `fairly_alone`): failing alone on every one, the
+    # failure is seen again; passing alone once, the trial is judged by whole runs as before
+    alone: bool = False
+
+    @property
+    def suspects(self) -> frozenset[str]:
+        """What the trial confirms: what `first` fails of `focus`, else all it fails."""
+        failing = suspects_of(self.check, self.first)
+        return (failing & self.focus) or failing
 
 
 def confirm_all(
     trials: Sequence[Trial], run_again: RunAgain, flips: Flips
 ) -> list[Confirmed] | None:
     """Each trial run again, attempt by attempt — the reruns of one attempt side by side —
-    each stopping as soon as what failed first passes; None while a rerun is not known."""
-    suspects = [(suspects_of(t.check, t.first) & t.focus) or suspects_of(t.check, t.first)
-                for t in trials]  # fmt: skip
-    settled: list[Confirmed | None] = [None] * len(trials)
+    each stopping as soon as what failed first passes; a trial that may run its tests alone
+    does that first (`steady_alone`). None while a rerun is not known."""
+    steady = steady_alone(trials, run_again)
+    if steady is None:
+        return None
+    suspects = [trial.suspects for trial in trials]
+    settled: list[Confirmed | None] = [
+        Confirmed(trial.first, trial.suspects, alone=True) if alone else None
+        for trial, alone in zip(trials, steady, strict=True)
+    ]
     for attempt in range(1, max((t.reruns for t in trials), default=0) + 1):
         pending = [i for i, t in enumerate(trials) if settled[i] is None and attempt <= t.reruns]
         if not pending:
             break
-        reruns = run_again(attempt, [(trials[i].level, trials[i].check) for i in pending])
+        reruns = run_again([Rerun(trials[i].level, trials[i].check, attempt) for i in pending])
         if reruns is None:
             return None
         for i, rerun in zip(pending, reruns, strict=True):
@@ -142,6 +224,28 @@ def confirm_all(
     return [found or Confirmed(trials[i].first, suspects[i]) for i, found in enumerate(settled)]
 
 
+def steady_alone(trials: Sequence[Trial], run_again: RunAgain) -> list[bool] | None:
+    """Per trial, whether its failing tests, run alone ALONE_RERUNS times (the runs of one
+    attempt side by side), failed on every run: False for a trial that may not run them
+    alone, and as soon as one run does not fail them (a test may fail only beside others, or
+    be flaky: whole runs judge it then, so a flaky test gets no more chances to blame a lane
+    than ALONE_RERUNS runs alone add). None while a run is not known."""
+    tests = [alone_tests(t.check, t.suspects) if t.alone else frozenset() for t in trials]
+    steady = [bool(alone) for alone in tests]
+    for attempt in range(1, ALONE_RERUNS + 1):
+        pending = [i for i, still in enumerate(steady) if still]
+        if not pending:
+            break
+        found = run_again([Rerun(trials[i].level, trials[i].check, attempt, tests[i])
+                           for i in pending])  # fmt: skip
+        if found is None:
+            return None
+        for i, result in zip(pending, found, strict=True):
+            # (a runner that cannot run them alone ran them all: a whole run, whole runs judge)
+            steady[i] = bool(result.ran_only) and fails_any(result, tests[i])
+    return steady
+
+
 def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
     """What a bisection hunts of the tests that failed on every run on the top: those never
     seen to flip, where there are any — a flaky test failing beside a broken one must not lead
@@ -150,27 +254,61 @@ def hunted(suspects: frozenset[str], flips: Flips) -> frozenset[str]:
     return steady or suspects
 
 
+@dataclass(frozen=True)
+class OnParent:
+    """What failed on every run of a level (`suspects`, of `check`), to be run afresh on its
+    `parent`; `alone`: as tests alone, where the parent passed them alone already."""
+
+    parent: int
+    check: Check
+    suspects: frozenset[str]
+    alone: bool = False
+
+
+def fairly_alone(
+    trials: Sequence[Trial], has_parent: Sequence[bool], run_again: RunAgain
+) -> list[Trial] | None:
+    """The trials of candidates, each to run its failing tests alone where that is a fair A/B
+    trial of its lane: where its parent passes them alone (one run each, side by side), what
+    differs is the lane alone; where the parent never runs the check (the lane's own test),
+    there is nothing else to tell. A test failing alone on the parent too needs the suite
+    around it: only whole runs judge it. None while a run is not known."""
+    tests = [alone_tests(t.check, t.suspects) if has else frozenset()
+             for t, has in zip(trials, has_parent, strict=True)]  # fmt: skip
+    runs = [Rerun(t.level - 1, t.check, 1, alone) for t, alone in zip(trials, tests, strict=True)
+            if alone]  # fmt: skip
+    found = run_again(runs) if runs else []
+    if found is None:
+        return None
+    results = iter(found)
+    return [replace(trial, alone=not has or (bool(alone) and passes_every(next(results), alone)))
+            for trial, has, alone in zip(trials, has_parent, tests, strict=True)]  # fmt: skip
+
+
 def not_on_parent(
-    failures: Sequence[tuple[int, Check, frozenset[str]]], run_again: RunAgain, flips: Flips
+    failures: Sequence[OnParent], run_again: RunAgain, flips: Flips
 ) -> list[frozenset[str]] | None:
-    """Of what failed on every run of each level (its parent, the check, its suspects), what
-    does not fail on that parent, where bisection (or the head's recorded verdict) saw it
-    pass: run there afresh — once, or up to FLAKE_RERUNS times for tests seen to flip — the
-    runs of one attempt side by side. What fails there is no lane's: the environment changed,
-    or the test is flaky. None while a run is not known."""
-    left = [suspects for _, _, suspects in failures]
-    tries = [FLAKE_RERUNS if flips.any_known(suspects) else 1 for *_, suspects in failures]
+    """Of what failed on every run of each level, what does not fail on that level's parent,
+    where bisection (or the head's recorded verdict) saw it pass: run there afresh — once, or
+    up to FLAKE_RERUNS times for tests seen to flip — the runs of one attempt side by side.
+    What fails there is no lane's: the environment changed, or the test is flaky. None while a
+    run is not known."""
+    left = [failure.suspects for failure in failures]
+    tries = [FLAKE_RERUNS if flips.any_known(failure.suspects) else 1 for failure in failures]
     for attempt in range(1, max(tries, default=0) + 1):
         pending = [i for i in range(len(failures)) if left[i] and attempt <= tries[i]]
         if not pending:
             break
-        reruns = run_again(attempt, [(failures[i][0], failures[i][1]) for i in pending])
+        asked = [Rerun(failures[i].parent, failures[i].check, attempt,
+                       alone_tests(failures[i].check, left[i]) if failures[i].alone
+                       else frozenset()) for i in pending]  # fmt: skip
+        reruns = _settled(run_again, asked, passes_every)
         if reruns is None:
             return None
         for i, rerun in zip(pending, reruns, strict=True):
-            parent, check, _ = failures[i]
-            again = still_failing(check, left[i], rerun)
-            flips.flipped(parent, again)
+            failure = failures[i]
+            again = still_failing(failure.check, left[i], rerun)
+            flips.flipped(failure.parent, again)
             left[i] = left[i] - again
     return left
 

@@ -29,9 +29,12 @@ from imm_action.integrate.flakes import (
     NO_FLAKES,
     FlakeRules,
     Flips,
+    OnParent,
+    Rerun,
     RunAgain,
     Trial,
     confirm_all,
+    fairly_alone,
     forgiven,
     hunted,
     not_on_parent,
@@ -60,12 +63,14 @@ class StackLevel:
 
 @dataclass(frozen=True)
 class Probe:
-    """One descriptor on one level's tree. `again` N: its N-th rerun there, whatever is known
-    (a failure is run again before it is anyone's: integrate/flakes.py)."""
+    """One descriptor on one level's tree. `again`: one of its reruns there, whatever is known
+    (a failure is run again before it is anyone's: integrate/flakes.py) — N for the N-th, -N
+    for the N-th of the tests `alone` names, run alone (flakes.Rerun.key)."""
 
     level: int
     check: Check
     again: int = 0
+    alone: frozenset[str] = frozenset()
 
 
 # The results of some probes, by (level, digest); None when any of them is not known (a pass
@@ -180,9 +185,9 @@ def against_head(levels: Sequence[StackLevel], ask: Ask) -> Ask:
         answers = ask(probes)
         if answers is None:
             return None
-        return {
+        return {  # (a run of some tests alone loses the others by design)
             (level, digest): result
-            if level == 0
+            if level == 0 or result.ran_only
             else judged_against(result, baseline.get(digest), levels[level].retired)
             for (level, digest), result in answers.items()
         }
@@ -304,28 +309,35 @@ def _blamed(
     at: Mapping[str, int], search: _Search, run_again: RunAgain, flips: Flips
 ) -> dict[str, bool] | None:
     """Per check, whether the lane at the level bisection found it first failing (`at`)
-    broke it: the failure is seen again on every rerun there and not on a fresh run of its
-    parent — more for tests seen to flip (a parent below the check's first level never ran it:
-    the lane's own test). False when what failed there passed a rerun (that rerun becomes its
-    result) or fails on the parent too; None while a rerun is not known. The reruns of all of
-    them run side by side."""
+    broke it: the failure is seen again on every rerun there — of its tests alone, where its
+    parent passes them alone (flakes.fairly_alone) — and not on a fresh run of its parent,
+    more for tests seen to flip (a parent below the check's first level never ran it: the
+    lane's own test, `own`). False when what failed there passed a rerun (that rerun becomes
+    its result) or fails on the parent too; None while a rerun is not known. The reruns of all
+    of them run side by side."""
     found = search.found
     digests = list(at)
-    trials = [Trial(at[d], search.united[d], found[(at[d], d)], FLAKE_RERUNS, search.focus[d])
-              for d in digests]  # fmt: skip
+    own = {d for d in digests if at[d] - 1 < search.first_level[d]}
+    trials = fairly_alone(
+        [Trial(at[d], search.united[d], found[(at[d], d)], FLAKE_RERUNS, search.focus[d])
+         for d in digests], [d not in own for d in digests], run_again,
+    )  # fmt: skip
+    if trials is None:
+        return None
     tried = confirm_all(trials, run_again, flips)
     if tried is None:
         return None
     blamed: dict[str, bool] = {}
-    parents: list[tuple[str, tuple[int, Check, frozenset[str]]]] = []
-    for digest, confirmed in zip(digests, tried, strict=True):
+    parents: list[tuple[str, OnParent]] = []
+    for digest, trial, confirmed in zip(digests, trials, tried, strict=True):
         found[(at[digest], digest)] = confirmed.result
         if confirmed.flaky:
             blamed[digest] = False
-        elif at[digest] - 1 < search.first_level[digest]:
+        elif digest in own:
             blamed[digest] = True
         else:
-            parents.append((digest, (at[digest] - 1, search.united[digest], confirmed.suspects)))
+            parents.append((digest, OnParent(at[digest] - 1, trial.check, confirmed.suspects,
+                                             alone=confirmed.alone)))  # fmt: skip
     kept = not_on_parent([failure for _, failure in parents], run_again, flips)
     if kept is None:
         return None
@@ -371,21 +383,22 @@ def _failing_on_head(
 
 
 def _rerun_by(ask: Ask) -> RunAgain:
-    """Reruns asked of `ask`, each once — the top's first rerun is also bisection's — those
-    of one call in one question (so they may run side by side)."""
+    """Reruns asked of `ask`, each once (the top's first is bisection's), in one question."""
     known: dict[tuple[int, str, int], CheckResult] = {}
 
-    def run_again(attempt: int, reruns: Sequence[tuple[int, Check]]) -> list[CheckResult] | None:
-        unknown = [Probe(level, check, again=attempt) for level, check in reruns
-                   if (level, check.digest, attempt) not in known]  # fmt: skip
+    def run_again(reruns: Sequence[Rerun]) -> list[CheckResult] | None:
+        unknown = [Probe(r.level, r.check, again=r.key, alone=r.alone) for r in reruns
+                   if (r.level, r.check.digest, r.key) not in known]  # fmt: skip
         if unknown:
             answers = ask(unknown)
             if answers is None:
                 return None
             for probe in unknown:
                 key = (probe.level, probe.check.digest)
-                known[(*key, attempt)] = answers[key]
-        return [known[(level, check.digest, attempt)] for level, check in reruns]
+                known[(*key, probe.again)] = answers[key]
+                if probe.alone and not answers[key].ran_only:  # its runner ran them all:
+                    known.setdefault((*key, -probe.again), answers[key])  # a whole run
+        return [known[(r.level, r.check.digest, r.key)] for r in reruns]
 
     return run_again
 

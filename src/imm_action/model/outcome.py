@@ -78,6 +78,9 @@ class CheckResult(StrictModel):
     # The check whose run gave this verdict (issue 61): the same command, cwd and environment
     # on the same tree run once, and every check of them gets the verdict. None: its own run.
     ran_as: Annotated[str, Field(max_length=200)] | None = None
+    # The tests this run ran alone, of all the check runs (issue 61, ADR 0073): a rerun of a
+    # failure's tests, never a tree's verdict. Empty: the whole check ran.
+    ran_only: NamedTests = Field(default_factory=list)
 
 
 class Failure(StrictModel):

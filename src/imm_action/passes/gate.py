@@ -16,7 +16,7 @@ from pathlib import Path
 
 from imm_action.integrate import transitions
 from imm_action.integrate.facts import ChecksFact, ChecksFound
-from imm_action.integrate.flakes import FLAKE_RERUNS, Flips, Trial, confirm_all, forgiven
+from imm_action.integrate.flakes import FLAKE_RERUNS, Flips, Rerun, Trial, confirm_all, forgiven
 from imm_action.integrate.reasons import BASE_CHECK_FAILED, NO_BRANCH_CHECKS
 from imm_action.model.config import (
     BranchCheck,
@@ -32,7 +32,7 @@ from imm_action.model.state import BatchRunState, BranchVerdict
 from imm_action.plan.check_paths import run_scripts
 from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, TreeRerun, Verifier
 from imm_action.verify.failures import check_failure, command_text
 from imm_action.verify.result_cache import ResultCache
 from imm_action.workspace import load_config_at
@@ -154,9 +154,11 @@ def red_base(
     # counted here, as the base's: no stack counts the head's verdict as a run of its own
     verifier.cache.first_counted((base_tree, check.digest, 0) for check in gate.checks)
 
-    def run_again(attempt: int, reruns: Sequence[tuple[int, Check]]) -> list[CheckResult]:
-        verifier.cache.first_counted((base_tree, check.digest, attempt) for _, check in reruns)
-        return verifier.verify_again_queued([(base_tree, check) for _, check in reruns], attempt)
+    def run_again(reruns: Sequence[Rerun]) -> list[CheckResult]:
+        verifier.cache.first_counted((base_tree, r.check.digest, r.key) for r in reruns)
+        return verifier.verify_again_queued(
+            [TreeRerun(base_tree, r.check, r.key, r.alone) for r in reruns]
+        )
 
     judged = [forgiven(result, check, gate.flaky) for check, result in
               zip(gate.checks, results, strict=True)]  # fmt: skip

@@ -18,7 +18,7 @@ from imm_action.integrate.stack import (
 )
 from imm_action.model.outcome import CheckResult
 from imm_action.model.shard import OwedCheck
-from imm_action.verify.checks import Check, TreeJob, Verifier
+from imm_action.verify.checks import Check, TreeJob, TreeRerun, Verifier
 from imm_action.verify.result_cache import ResultCache
 
 
@@ -40,10 +40,10 @@ def running(verifier: Verifier, levels: Sequence[StackLevel]) -> Ask:
 
     def ask(probes: Sequence[Probe]) -> dict[tuple[int, str], CheckResult]:
         found: dict[tuple[int, str], CheckResult] = {}
-        for attempt in sorted({probe.again for probe in probes if probe.again}):
-            reruns = [probe for probe in probes if probe.again == attempt]
+        reruns = [probe for probe in probes if probe.again]
+        if reruns:
             again = verifier.verify_again_queued(
-                [(levels[probe.level].tree, probe.check) for probe in reruns], attempt
+                [TreeRerun(levels[p.level].tree, p.check, p.again, p.alone) for p in reruns]
             )
             found.update(((p.level, p.check.digest), r) for p, r in zip(reruns, again, strict=True))
         by_level: dict[int, list[Check]] = {}

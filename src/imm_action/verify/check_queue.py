@@ -41,6 +41,7 @@ class Queued(Protocol):
 class QueuedCheck:
     tree: str
     check: Queued
+    alone: frozenset[str] = frozenset()  # its tests to run alone (tests_alone.py)
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ def run_queue(
             held[0].fresh()
             held[0].prepared.clear()
         held[0].used = True
-        done(item, _run_one(held[0], item.check, prepare_failed))
+        done(item, _run_one(held[0], item, prepare_failed))
 
     count = max(1, min(workers.ceiling, len(queue)))
     if count == 1:
@@ -270,8 +271,9 @@ def run_queue(
 
 
 def _run_one(
-    held: _Held, check: Queued, prepare_failed: Callable[[Queued, CheckResult], CheckResult]
+    held: _Held, item: QueuedCheck, prepare_failed: Callable[[Queued, CheckResult], CheckResult]
 ) -> CheckResult:
+    check = item.check
     key, environment = environment_of(check)
     writable = tuple(environment.writable_paths)
     if key not in held.prepared:
@@ -282,4 +284,4 @@ def _run_one(
     failed = held.prepared[key]
     if failed is not None:
         return prepare_failed(check, failed)
-    return run_check(held.sandbox, check.check_id, check.descriptor, writable)
+    return run_check(held.sandbox, check.check_id, check.descriptor, writable, item.alone)

@@ -100,7 +100,7 @@ class Verifier:
             unknown = [(job.tree, check) for job in jobs for check in job.checks
                        if self.known(job.tree, check) is None]  # fmt: skip
             if unknown:
-                self._run_queued(_runs_of(unknown))
+                self._run_queued([_Run(tree, group) for tree, group in _runs_of(unknown)])
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
     def known(self, tree: str, check: Check) -> CheckResult | None:
@@ -113,35 +113,38 @@ class Verifier:
                 self.cache.put(tree, check.digest, cached)
         return cached
 
-    def verify_again_queued(
-        self, reruns: Sequence[tuple[str, Check]], attempt: int
-    ) -> list[CheckResult]:
-        """Each (tree, check) run afresh, whatever the cache holds (its `attempt`-th rerun
-        there), all in one queue the workers pull from: the reruns that confirm several
-        failures run side by side (integrate/flakes.py)."""
-        unknown = [(tree, check) for tree, check in reruns
-                   if self.cache.get_again(tree, check.digest, attempt) is None]  # fmt: skip
+    def verify_again_queued(self, reruns: Sequence[TreeRerun]) -> list[CheckResult]:
+        """Each rerun run afresh on its tree, whatever the cache holds (a check's `key`-th
+        rerun there: flakes.Rerun), all in one queue the workers pull from: the reruns that
+        confirm several failures run side by side (integrate/flakes.py)."""
+        unknown = [rerun for rerun in reruns if self._rerun(rerun) is None]
         if unknown:
-            self._run_queued(_runs_of(unknown), attempt)
+            self._run_queued(_reruns_of(unknown))
         found: list[CheckResult] = []
-        for tree, check in reruns:
-            result = self.cache.get_again(tree, check.digest, attempt)
+        for rerun in reruns:
+            result = self._rerun(rerun)
             if result is None:  # (a queue records every item it pulls)
-                raise RuntimeError(f"no rerun {attempt} of {check.check_id} on {tree}")
-            found.append(result.model_copy(update={"check_id": check.check_id}))
+                raise RuntimeError(
+                    f"no rerun {rerun.key} of {rerun.check.check_id} on {rerun.tree}"
+                )
+            found.append(result.model_copy(update={"check_id": rerun.check.check_id}))
         return found
 
-    def _run_queued(self, groups: list[tuple[str, list[Check]]], attempt: int = 0) -> None:
-        """Each group's leader run, in one queue; `attempt`: reruns, kept as such (never the
-        tree's result, nor a run another check's verdict may come from)."""
+    def _rerun(self, rerun: TreeRerun) -> CheckResult | None:
+        return self.cache.get_again(rerun.tree, rerun.check.digest, rerun.key)
+
+    def _run_queued(self, groups: list[_Run]) -> None:
+        """Each group's leader run, in one queue; a group's `key`: a rerun, kept as such
+        (never the tree's result, nor a run another check's verdict may come from)."""
         place = self._place or unconfined_place(self._path_env)
         prepared = place.prepared(self._repo)
-        items = [QueuedCheck(tree, leader(group)) for tree, group in groups]
-        served_by = {(item.tree, item.check.digest): group for item, (_, group) in
+        items = [QueuedCheck(run.tree, leader(run.checks), run.alone) for run in groups]
+        served_by = {(item.tree, item.check.digest, item.alone): run for item, run in
                      zip(items, groups, strict=True)}  # fmt: skip
 
         def record(item: QueuedCheck, raw: CheckResult) -> None:
-            self._record(item, raw, served_by[(item.tree, item.check.digest)], attempt)
+            run = served_by[(item.tree, item.check.digest, item.alone)]
+            self._record(item, raw, run.checks, run.key)
 
         if isinstance(prepared, CheckResult):
             for item in items:
@@ -160,19 +163,19 @@ class Verifier:
         run_queue(ordered, self.workers, open_sandbox, record, _prepare_failed)
 
     def _record(
-        self, item: QueuedCheck, raw: CheckResult, group: Sequence[Queued], attempt: int = 0
+        self, item: QueuedCheck, raw: CheckResult, group: Sequence[Queued], rerun: int = 0
     ) -> dict[str, CheckResult]:
         """A run of `item`'s check, counted, as the verdict of every check of its `group` (one
-        run: same_run.py), by digest; a rerun (`attempt`) is kept as such, never the tree's
+        run: same_run.py), by digest; a rerun (its key, `rerun`) is kept as such, never the tree's
         result nor a run another check's verdict may come from."""
         result = self._counted_result(item.tree, raw)
         verdicts = {check.digest: served(result, item.check, check) for check in group}
         for digest, verdict in verdicts.items():
-            if attempt:
-                self.cache.put_again(item.tree, digest, attempt, verdict)
+            if rerun:
+                self.cache.put_again(item.tree, digest, rerun, verdict)
             else:
                 self.cache.put(item.tree, digest, verdict)
-        if not attempt:
+        if not rerun:
             self.cache.note_run(item.tree, item.check)
         return verdicts
 
@@ -264,6 +267,36 @@ def _runs_of(checks: Sequence[tuple[str, Check]]) -> list[tuple[str, list[Check]
     for tree, check in checks:
         by_tree.setdefault(tree, []).append(check)
     return [(tree, group) for tree, found in by_tree.items() for group in by_run(found).values()]
+
+
+@dataclass(frozen=True)
+class TreeRerun:
+    """A check's rerun on a tree, as the queue runs it: `key` keeps it apart from its other
+    runs there (integrate/flakes.Rerun.key); `alone`: the tests to run alone."""
+
+    tree: str
+    check: Check
+    key: int
+    alone: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of a queue: the checks of one run on a tree, as a rerun (`key`) or not (0)."""
+
+    tree: str
+    checks: list[Check]
+    key: int = 0
+    alone: frozenset[str] = frozenset()
+
+
+def _reruns_of(reruns: Sequence[TreeRerun]) -> list[_Run]:
+    """Reruns as the runs they take: those of one key and tests alone on a tree, per run."""
+    by_kind: dict[tuple[int, frozenset[str]], list[tuple[str, Check]]] = {}
+    for rerun in reruns:
+        by_kind.setdefault((rerun.key, rerun.alone), []).append((rerun.tree, rerun.check))
+    return [_Run(tree, group, key, alone) for (key, alone), pairs in by_kind.items()
+            for tree, group in _runs_of(pairs)]  # fmt: skip
 
 
 def _check_sandbox(

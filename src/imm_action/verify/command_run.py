@@ -37,6 +37,7 @@ from imm_action.sandbox.contain import end, start_contained
 from imm_action.sandbox.proxy import CommandReach, NetworkReach, refusal_lines
 from imm_action.sandbox.toolchains import QUIET, populate_home
 from imm_action.sandbox.view import within
+from imm_action.verify.tests_alone import alone_environment, ran_alone
 from imm_action.verify.trees import remove_tree
 
 _READ_CHUNK = 65536
@@ -132,18 +133,28 @@ def run_command(
 
 
 def run_check(
-    sandbox: Sandbox, check_id: str, descriptor: VerificationDescriptor, writable: tuple[str, ...]
+    sandbox: Sandbox,
+    check_id: str,
+    descriptor: VerificationDescriptor,
+    writable: tuple[str, ...],
+    alone: frozenset[str] = frozenset(),
 ) -> CheckResult:
     """A check's run, with the tests it reported (issue 58): pytest writes JUnit XML where
     PYTEST_ADDOPTS says, any runner may write a report to $IMM_TEST_REPORT, the descriptor
-    may name the file its runner writes (`report`), and TAP in the output counts too."""
+    may name the file its runner writes (`report`), and TAP in the output counts too.
+    `alone`: tests to run alone where the runner can (tests_alone.py; `ran_only` says so)."""
     folder = sandbox.home / TESTS_FOLDER
     remove_tree(folder)
     folder.mkdir(parents=True)
     in_tree = _report_place(sandbox, descriptor.report)
     before = _stamp(in_tree)
-    ran, output = _run(replace(sandbox, extra=(*sandbox.extra, *ledger_environment(folder))),
+    asked = ledger_environment(folder)
+    if alone:  # (a later variable of `extra` wins: its PYTEST_ADDOPTS holds the report's too)
+        asked = (*asked, *alone_environment(folder, alone, dict(asked)["PYTEST_ADDOPTS"]))
+    ran, output = _run(replace(sandbox, extra=(*sandbox.extra, *asked)),
                        check_id, descriptor.command, writable)  # fmt: skip
+    if alone and ran_alone(folder):
+        ran = ran.model_copy(update={"ran_only": named_tests(sorted(alone))})
     reports = [(folder, PYTEST_REPORT), (folder, ANY_REPORT)]
     if in_tree is not None and _stamp(in_tree) != before:  # written by this run
         reports.append(in_tree)
