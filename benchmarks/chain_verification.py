@@ -11,6 +11,12 @@ one's start, and from the last one's end to the batch's end: verification's shar
 registry once (`pip download`), then works offline.
 
     python benchmarks/chain_verification.py [--seconds 2] [--runs 3] [--held branch|all]
+    python benchmarks/chain_verification.py --runs 3 --reruns both
+
+`--reruns both` measures what confirming the breaker costs instead (ADR 0073): its failing
+test rerun alone (the default) against whole runs of the suite (its command says `-p
+no:imm_tests_alone`), speculative lanes on, alternated — the check runs of the batch, and the
+seconds from the breaker's lane's end to the stack that parked it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.branch_checks import PYTEST, fetch, write_pluggy  # noqa: E402
+from imm_action.verify.tests_alone import PLUGIN  # noqa: E402
 
 CHAIN = [f"c{index}" for index in range(6)]
 MODULE = "src/pluggy/_hooks.py"
@@ -39,8 +46,11 @@ BREAKER = "brk"
 _STAMP = re.compile(r"^imm \[\s*([0-9.]+)s\]: lane (\S+) (started|ended)")
 
 
-def write_project(root: Path, source: Path, speculative: bool, held: str = "branch") -> None:
-    suite = shlex.join(["python3", *PYTEST, "testing"])
+def write_project(
+    root: Path, source: Path, speculative: bool, held: str = "branch", whole: bool = False
+) -> None:
+    """`whole`: the suite's command keeps imm's plugin out, so every rerun runs it whole."""
+    suite = shlex.join(["python3", *PYTEST, *(["-p", f"no:{PLUGIN}"] if whole else []), "testing"])
     config = (
         f"max_parallel: 3\nheld_checks: {held}\nspeculative_lanes: {str(speculative).lower()}\n"
         f"branch_checks:\n  - name: suite\n    command: {suite!r}\n"
@@ -69,11 +79,13 @@ def executor(scratch: Path, seconds: float) -> str:
     return shlex.join([sys.executable, str(script)])
 
 
-def run_once(source: Path, seconds: float, speculative: bool, held: str) -> dict[str, float]:
+def run_once(
+    source: Path, seconds: float, speculative: bool, held: str, whole: bool = False
+) -> dict[str, float]:
     scratch = Path(tempfile.mkdtemp(prefix="imm-chain-"))
     try:
         repo = scratch / "repo"
-        write_project(repo, source, speculative, held)
+        write_project(repo, source, speculative, held, whole)
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "imm_action", "run", "chain", "--repo", str(repo),
@@ -88,9 +100,23 @@ def run_once(source: Path, seconds: float, speculative: bool, held: str) -> dict
         landed = re.findall(r"^\s+(\S+)\s+integrated", done.stdout, re.MULTILINE)
         if set(CHAIN) - set(landed):
             raise SystemExit(f"expected the chain landed:\n{done.stdout}")
-        return measure(done.stderr, wall, seconds)
+        return {**measure(done.stderr, wall, seconds), **breaker_cost(done.stderr, done.stdout)}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def breaker_cost(log: str, said: str) -> dict[str, float]:
+    """The batch's integration check runs, and the seconds from the breaker's lane's end to
+    the stack line that found it."""
+    ended = found = 0.0
+    for line in log.splitlines():
+        stamp = re.match(r"^imm \[\s*([0-9.]+)s\]: (.*)$", line)
+        if stamp and stamp.group(2).startswith(f"lane {BREAKER} ended"):
+            ended = float(stamp.group(1))
+        elif stamp and f"bisection found {BREAKER} " in stamp.group(2):
+            found = float(stamp.group(1))
+    runs = re.search(r"integration: .*?(\d+) check runs", said + log)
+    return {"runs": float(runs.group(1)) if runs else -1.0, "parked_after": found - ended}
 
 
 def measure(log: str, wall: float, seconds: float) -> dict[str, float]:
@@ -115,8 +141,11 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "imm-pluggy")
     parser.add_argument("--runs", type=int, default=3, help="runs of each; medians printed")
     parser.add_argument("--held", choices=["branch", "all"], default="branch")
+    parser.add_argument("--reruns", choices=["both"], help="alone against whole (ADR 0073)")
     args = parser.parse_args()
     source = fetch(args.cache)
+    if args.reruns:
+        return compare_reruns(source, args.seconds, args.runs, args.held)
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"pluggy 1.7.0: a chain of {len(CHAIN)} tasks on one module and a breaker, executors "
           f"{args.seconds} s each; the suite the only branch check, "
@@ -138,6 +167,29 @@ def main() -> int:
         print(f"  speculative lanes {'on ' if speculative else 'off'}: wall / critical path "
               f"{ratio:.2f} (/ its lanes as they ran {lanes:.2f}), the chain waiting "
               f"{share:.0%}")  # fmt: skip
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def compare_reruns(source: Path, seconds: float, runs: int, held: str) -> int:
+    print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(f"pluggy 1.7.0: the chain and the breaker, held_checks: {held}; the breaker's "
+          "failing test rerun alone against the whole suite")  # fmt: skip
+    found: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for run in range(runs):
+        for whole in (False, True):  # alternated: a drifting load hits both alike
+            got = run_once(source, seconds, True, held, whole)
+            found[whole].append(got)
+            print(f"  {'whole' if whole else 'alone'}: wall {got['wall']:.1f} s, "
+                  f"{got['runs']:.0f} check runs, the breaker parked "
+                  f"{got['parked_after']:.1f} s after its lane ended   (run {run + 1})",
+                  flush=True)  # fmt: skip
+    print("medians:")
+    for whole, got in found.items():
+        print(f"  {'whole' if whole else 'alone'}: wall "
+              f"{statistics.median(g['wall'] for g in got):.1f} s, the breaker parked "
+              f"{statistics.median(g['parked_after'] for g in got):.1f} s after its lane "
+              "ended")  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
