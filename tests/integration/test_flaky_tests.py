@@ -11,8 +11,8 @@ import shlex
 from pathlib import Path
 
 from imm_action.render import github_batch_markdown
-from tests.batch_helpers import current, make_project, run_pass, work
-from tests.conftest import PYTEST_CHECK
+from tests.batch_helpers import current, file_check, make_project, run_pass, work
+from tests.conftest import PYTEST_CHECK, initiative_files, intent
 
 FLAKY = "tests/test_value.py::test_flaky"
 VALUE = "def value():\n    return 1\n"
@@ -45,9 +45,15 @@ def _project(
     config = f"branch_checks:\n  - {json.dumps(suite)}\n"
     if listed:
         config += f"flaky_tests: {json.dumps(list(listed))}\n"
+    # a second initiative, `next` (tasks c and d): a later batch of the same repository
+    later = initiative_files("next", {"c": [], "d": []}, {
+        task: intent(task, scope_hint=[f"{task}.txt"], acceptance=[{"id": "ok",
+                     "assertion": "done", "verification": file_check(f"{task}.txt", task)}])
+        for task in ("c", "d")
+    })  # fmt: skip
     return make_project(
         root, {"a": [], "b": []}, scopes={"a": ["a.txt"], "b": ["b.txt", "pkg/**"]},
-        extra_files={"pkg/__init__.py": "", "pkg/value.py": VALUE,
+        extra_files={"pkg/__init__.py": "", "pkg/value.py": VALUE, **later,
                      "tests/test_value.py": _tests(schedule, marks), ".github/imm.yml": config},
     )  # fmt: skip
 
@@ -74,6 +80,37 @@ def test_a_suite_failing_once_on_the_stack_lands_it_and_is_reported(
     assert said in stored.report.flaky
     markdown = github_batch_markdown(stored.report, stored.state, "https://github.com/o/r")
     assert f"- flaky: `{FLAKY}` flipped 1 time" in markdown
+
+
+def test_a_test_that_flipped_in_an_earlier_batch_is_known_flaky_in_the_next(
+    tmp_path: Path, open_dir: Path
+) -> None:
+    schedule, marks = open_dir / "schedule", open_dir / "marks"
+    marks.write_text("")
+    marks.chmod(0o666)
+    repo = _project(tmp_path / "r", schedule, marks=marks)
+    run_pass(repo)
+    work(repo, "a")
+    work(repo, "b")
+    schedule.write_text("F")  # it flips on the first batch's top
+    run_pass(repo)
+    assert current(repo).state.flaky_tests == {FLAKY: 1}
+    marks.write_text("")
+    run_pass(repo, "next")  # the next batch starts knowing it (the base: one whole run)
+    assert current(repo, "next").state.flaky_before == {FLAKY: 1}
+    work(repo, "c", slug="next")
+    work(repo, "d", slug="next")
+    # the top fails it twice: a known flaky test gets every rerun there before a bisection
+    schedule.write_text("FF")
+    run_pass(repo, "next")
+    stored = current(repo, "next")
+    assert {c.task_id: str(c.state) for c in stored.state.children} == {
+        "c": "integrated", "d": "integrated"
+    }  # fmt: skip
+    assert marks.read_text() == "x" * 4  # the base, the top and its two reruns: no probe
+    assert stored.report is not None
+    said = f"flaky test {FLAKY}: flipped 1 time in this batch (1 time in this repository's "
+    assert any(line.startswith(said) for line in stored.report.flaky), stored.report.flaky
 
 
 def test_a_flaky_failure_during_bisection_blames_no_lane(tmp_path: Path, open_dir: Path) -> None:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from imm_action.model.descriptor import DescriptorError, parse_descriptor
 from imm_action.model.intent import TaskIntent, normalise_scope
-from imm_action.model.state import BatchRunState, ChildState
+from imm_action.model.state import FLAKY_BATCHES, BatchRunState, ChildState, flaky_in_repository
 from tests.conftest import descriptor, intent
 
 
@@ -235,3 +235,18 @@ def test_each_state_invariant_names_the_batch_and_child(
 ) -> None:
     with pytest.raises(ValidationError, match=fragment):
         _load(_state(children, **overrides))
+
+
+def test_the_repositorys_flaky_record_sums_the_newest_batches_flips() -> None:
+    def batch(n: int) -> BatchRunState:
+        flips = {"tests/t.py::io": 1, **({"tests/t.py::old": 5} if n == 0 else {})}
+        moment = f"2026-01-01T00:00:{n:02d}.000Z"
+        child = _child("pending", lane=None)
+        return _load(_state([child], batch_id=f"batch-{n:02d}", created_at=moment,
+                            updated_at=moment, flaky_tests=flips))  # fmt: skip
+
+    states = [batch(n) for n in range(FLAKY_BATCHES + 1)]
+    # the oldest batch, past the newest FLAKY_BATCHES, no longer counts
+    assert flaky_in_repository(list(reversed(states))) == {"tests/t.py::io": FLAKY_BATCHES}
+    assert flaky_in_repository(states[:2]) == {"tests/t.py::old": 5, "tests/t.py::io": 2}
+    assert flaky_in_repository([]) == {}

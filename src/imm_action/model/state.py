@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Final, Literal
 
@@ -210,6 +211,12 @@ class BranchVerdict(StrictModel):
 
 
 MAX_FLAKY_KEPT = 200  # flaky tests a state names (the first seen are kept)
+FLAKY_BATCHES = 20  # the newest batches of a repository whose flips a new batch starts knowing
+# per test id (a check's, where it reports no tests), how many times it flipped
+FlakyCounts = Annotated[
+    dict[Annotated[str, Field(min_length=1, max_length=MAX_TEST_ID)], Annotated[int, Field(ge=1)]],
+    Field(max_length=MAX_FLAKY_KEPT),
+]
 UNCONFINED_MAX = 500  # characters of one cause of running lane code unconfined
 UNCONFINED_CAUSES = 8  # causes kept
 
@@ -274,12 +281,12 @@ class BatchRunState(StrictModel):
     # Tests seen to flip in this batch (issue 61): each id (a check's, where it reports no
     # tests) with how many times it failed on a tree and then passed there, or failed and is
     # listed in the config's `flaky_tests`. Their failures are confirmed, never blamed on one run.
-    flaky_tests: Annotated[
-        dict[
-            Annotated[str, Field(min_length=1, max_length=MAX_TEST_ID)], Annotated[int, Field(ge=1)]
-        ],
-        Field(max_length=MAX_FLAKY_KEPT),
-    ] = Field(default_factory=dict)
+    flaky_tests: FlakyCounts = Field(default_factory=dict)
+
+    # Tests the repository's earlier batches saw flip (issue 61): the flips the newest
+    # FLAKY_BATCHES batch states recorded when this one started, summed per test. Known flaky
+    # here from the start: their failures are confirmed as `flaky_tests`' are.
+    flaky_before: FlakyCounts = Field(default_factory=dict)
 
     # What the batches this one continues spent on agents, summed along the line (issue 45):
     # counted against `budget.max_cost_usd` with this batch's own spend. None: nothing before.
@@ -361,16 +368,40 @@ MAX_FLAKY_SHOWN = 10
 
 def flaky_said(state: BatchRunState) -> list[tuple[str, str]]:
     """The tests seen to flip in the batch (issue 61), the most flips first, each with what is
-    said of it; past MAX_FLAKY_SHOWN, one entry counts the rest."""
+    said of it — and how often the repository's batches before it saw it flip; past
+    MAX_FLAKY_SHOWN, one entry counts the rest."""
     ranked = sorted(state.flaky_tests.items(), key=lambda item: (-item[1], item[0]))
     shown = [
-        (
-            test,
-            f"flipped {count} time{'' if count == 1 else 's'} in this batch; no lane was "
-            "blamed for it",
-        )
+        (test, f"flipped {_times(count)} in this batch{_before(state, test)}; no lane was "
+               "blamed for it")
         for test, count in ranked[:MAX_FLAKY_SHOWN]
-    ]
+    ]  # fmt: skip
     if len(ranked) > MAX_FLAKY_SHOWN:
         shown.append((f"… and {len(ranked) - MAX_FLAKY_SHOWN} more", "seen to flip"))
     return shown
+
+
+def _times(count: int) -> str:
+    return f"{count} time{'' if count == 1 else 's'}"
+
+
+def _before(state: BatchRunState, test: str) -> str:
+    count = state.flaky_before.get(test)
+    return f" ({_times(count)} in this repository's batches before it)" if count else ""
+
+
+def known_flaky(state: BatchRunState) -> frozenset[str]:
+    """The tests a judgement of the batch knows to flip: in it, or in the batches before it."""
+    return frozenset(state.flaky_tests) | frozenset(state.flaky_before)
+
+
+def flaky_in_repository(states: Sequence[BatchRunState]) -> dict[str, int]:
+    """The flips the newest FLAKY_BATCHES of `states` recorded, summed per test (issue 61: a
+    test seen to flip is known for the repository), the MAX_FLAKY_KEPT most flipped kept."""
+    newest = sorted(states, key=lambda state: (state.created_at, state.batch_id))
+    summed: dict[str, int] = {}
+    for state in newest[-FLAKY_BATCHES:]:
+        for test, count in state.flaky_tests.items():
+            summed[test] = summed.get(test, 0) + count
+    ranked = sorted(summed.items(), key=lambda item: (-item[1], item[0]))
+    return dict(ranked[:MAX_FLAKY_KEPT])

@@ -6,8 +6,8 @@ the new batch's first state move together or not at all."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from imm_action.errors import ImmError, NeedsHumanError, UsageError
 from imm_action.git.refs import RefStore
@@ -63,6 +63,8 @@ class StartPlan:
     settled: tuple[SettledTask, ...] = ()  # the plan's already_settled tasks, with commits
     parallel_asked: int | None = None  # the max_parallel the person asked for, if any
     max_cost_usd: float | None = None  # the new batch's cost budget (config or command line)
+    # the flips the repository's newest batches recorded (issue 61): known flaky from the start
+    flaky_before: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,7 @@ def new_batch_state(
         updated_at=now,
         plan_commit=start.base_head,  # the commit the request planned from
         settled_before=settled,
+        flaky_before=dict(start.flaky_before),
     )
 
 

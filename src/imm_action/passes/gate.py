@@ -28,7 +28,7 @@ from imm_action.model.config import (
 from imm_action.model.descriptor import VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.model.refs import batch_branch
-from imm_action.model.state import BatchRunState, BranchVerdict
+from imm_action.model.state import BatchRunState, BranchVerdict, known_flaky
 from imm_action.plan.check_paths import run_scripts
 from imm_action.render.failures import failure_ending
 from imm_action.text import clean_text, first_bytes, listed
@@ -189,7 +189,7 @@ def green_base(
     checks: the flips seen counted, and the batch waiting for a person where one failed on
     every run."""
     head, tree = base
-    failed, flips = red_base(verifier, gate, tree, frozenset(state.flaky_tests))
+    failed, flips = red_base(verifier, gate, tree, known_flaky(state))
     state = transitions.note_flaky(state, flips)
     unknown = unnamed_flaky(verifier.cache, gate, tree)
     if unknown:

@@ -47,7 +47,7 @@ from imm_action.model.network import refused_address_line
 from imm_action.model.outcome import CheckResult, LaneOutcome
 from imm_action.model.refs import QUARANTINE, heads, lane_branch, lane_outcome_ref
 from imm_action.model.shard import OwedCheck
-from imm_action.model.state import BatchChild, BatchRunState
+from imm_action.model.state import BatchChild, BatchRunState, known_flaky
 from imm_action.passes.gate import NO_GATE, BranchGate
 from imm_action.passes.intent_checks import (
     IntentMemo,
@@ -285,7 +285,7 @@ def observe_candidates(
     for index in stacked:
         levels.append(_level(chain[index], levels[-1].retired))
     held_count = len({check.digest for check in held})
-    flakes = FlakeRules(frozenset(state.flaky_tests), gate.flaky)
+    flakes = FlakeRules(known_flaky(state), gate.flaky)
     used: dict[tuple[int, str, int], CheckResult] = {}
     owed: tuple[OwedCheck, ...] = ()
     top_commit = None
