@@ -95,8 +95,10 @@ def make_project(root: Path, spec: Round, runs: Path) -> list[str]:
 
 
 def imm(src: Path, repo: Path, *args: str) -> dict[str, object]:
-    """`imm` of the source tree `src`, as the integrate job runs it."""
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    """`imm` of the source tree `src`, as the integrate job runs it; the checks may write the
+    run log beside the repository (the operator's writable folder: the sandbox shows nothing
+    else of /tmp)."""
+    env = {**os.environ, "PYTHONPATH": str(src), "IMM_SANDBOX_WRITABLE": str(repo.parent)}
     done = subprocess.run(
         [sys.executable, "-m", "imm_action", *args, "--repo", str(repo), "--format", "json"],
         env=env, capture_output=True, text=True, check=False,
