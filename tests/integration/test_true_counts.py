@@ -91,18 +91,42 @@ def _run_two_ended_lanes(
     checks: dict[str, str],
     extra_files: dict[str, str],
 ) -> tuple[int, str, str]:
-    """`imm run` taking up a batch whose lanes a and b both ended before it started: the first
-    stack it verifies holds them both, whatever the timing."""
+    """`imm run` taking up a batch whose lanes (a and b, or each task `checks` names) all
+    ended before it started: the first stack it verifies holds them all, whatever the
+    timing."""
     monkeypatch.setenv("IMM_TEST_BEHAVIOUR", str(tmp_path / "behaviour.json"))
     (tmp_path / "behaviour.json").write_text("{}")
     repo = make_project(
-        tmp_path / "r", {"a": [], "b": []}, checks=checks,
+        tmp_path / "r", {task: [] for task in checks}, checks=checks,
         extra_files={"check.py": _CHECK, **extra_files},
     )  # fmt: skip
     run_pass(repo)
-    work(repo, "a")
-    work(repo, "b")
+    for task in checks:
+        work(repo, task)
     return run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", EXECUTOR)
+
+
+def test_the_stack_without_a_culprit_below_the_top_is_verified_beside_its_trial(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    open_dir: Path,
+) -> None:
+    """b breaks a's check; c lies above it. While b is tried, the stack without it (a, c) is
+    verified beside the trial: the stack that follows takes those runs, each counted once."""
+    counter = open_dir / "runs"
+    checks = {task: _own_check(task, counter, *(["b.txt"] if task == "a" else []))
+              for task in ("a", "b", "c")}  # fmt: skip
+    code, out, err = _run_two_ended_lanes(
+        tmp_path, capsys, monkeypatch, checks, {".github/imm.yml": "max_parallel: 3\n"}
+    )
+    assert code == 1, err  # b is parked
+    ran = counter.read_text().split()
+    assert "bisection found b" in err
+    assert "verified 2 lanes as one stack (a, c): 2 check runs, every check passed" in err
+    assert f"integration: 2 stacks verified, {len(ran)} check runs, 0 carried over" in out
+    stacks = re.findall(r"as one stack \([^)]*\): (\d+) check runs?", err)
+    assert sum(int(runs) for runs in stacks) == len(ran)
 
 
 def test_a_stack_rebuilt_after_bisection_counts_no_run_its_judgement_reused(

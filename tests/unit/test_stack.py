@@ -12,15 +12,14 @@ from hypothesis import strategies as st
 
 from imm_action.integrate.flakes import FLAKE_RERUNS
 from imm_action.integrate.stack import (
-    Culprit,
     Probe,
     StackFailed,
     StackLevel,
     StackPassed,
-    StackRecord,
     judge_stack,
     probe_levels,
 )
+from imm_action.integrate.stack_record import Culprit, StackRecord
 from imm_action.model.descriptor import parse_descriptor
 from imm_action.model.ledger import TestLedger, TestOutcome
 from imm_action.model.outcome import CheckResult
@@ -107,6 +106,32 @@ def test_a_lane_breaking_an_earlier_lanes_check_is_the_culprit() -> None:
     assert list(judged.culprits) == [17]
     ((check, result),) = judged.culprits[17]
     assert (check.check_id, result.passed) == ("t3:ok", False)
+
+
+def test_the_caller_is_told_the_suspects_before_their_trial_to_verify_the_stack_without_them() -> (
+    None
+):
+    table = Table(24, {3: 17})
+    told: list[tuple[frozenset[int], int]] = []
+    judged = judge_stack(
+        table.levels(), table.ask, suspected=lambda levels: told.append((levels, len(table.asked)))
+    )
+    assert isinstance(judged, StackFailed)
+    assert [levels for levels, _ in told] == [frozenset({17})]
+    # told before any of level 17's reruns, so the stack without it runs beside them
+    (_, asked_before) = told[0]
+    assert not any(probe.level == 17 and probe.again for probe in table.asked[:asked_before])
+    assert any(probe.level == 17 and probe.again for probe in table.asked[asked_before:])
+
+
+def test_a_culprit_at_the_top_is_told_of_to_nobody() -> None:
+    # the stack without the top lane is the stack below it: known already
+    told: list[frozenset[int]] = []
+    table = Table(24, {3: 24})
+    judged = judge_stack(table.levels(), table.ask, suspected=told.append)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [24]
+    assert told == []
 
 
 def test_a_lane_whose_own_check_fails_on_the_stack_is_the_culprit() -> None:

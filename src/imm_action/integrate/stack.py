@@ -44,7 +44,6 @@ from imm_action.integrate.flakes import (
 from imm_action.integrate.ledger import judged_against
 from imm_action.model.ledger import TestLedger
 from imm_action.model.outcome import CheckResult
-from imm_action.text import listed
 from imm_action.verify.checks import Check
 
 
@@ -76,6 +75,11 @@ class Probe:
 # The results of some probes, by (level, digest); None when any of them is not known (a pass
 # that runs no check and finds them missing in the cache: the stack waits).
 Ask = Callable[[Sequence[Probe]], Mapping[tuple[int, str], CheckResult] | None]
+
+# Told the levels bisection found first failing, before their lanes' trials (issue 61): were
+# they parked, the stack would go on without them — a caller may verify that stack meanwhile,
+# so a culprit costs the lanes above it no second round.
+Suspected = Callable[[frozenset[int]], None]
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,12 @@ def judge_stack(
     ask: Ask,
     workers: int = 1,
     flakes: FlakeRules = NO_FLAKES,
+    suspected: Suspected | None = None,
 ) -> StackJudgement | None:
     """Whether the stack lands whole, or which of its levels are culprits; None when `ask`
     does not know a result it needs. `levels[0]` is the batch head, the rest its lanes.
-    `flakes`: the tests seen to flip earlier in the batch, and those the config lists."""
+    `flakes`: the tests seen to flip earlier in the batch, and those the config lists;
+    `suspected`: told the levels about to be tried as culprits."""
     if len(levels) < 2:
         return StackPassed({})
     flips = Flips(set(flakes.known))
@@ -150,7 +156,7 @@ def judge_stack(
             del ranges[digest]
         else:  # the head passes it: a lane of the stack broke it
             ranges[digest] = (1, top)
-    search = _Search(united, ask, found, first_level, workers, top, focus)
+    search = _Search(united, ask, found, first_level, workers, top, focus, suspected)
     culprits = _culprits(ranges, search, run_again, flips, on_head)
     if culprits is None:
         return None
@@ -240,6 +246,7 @@ class _Search:
     workers: int
     top: int
     focus: Mapping[str, frozenset[str]]  # per check, the tests that failed on every top run
+    suspected: Suspected | None = None
 
 
 def _culprits(
@@ -254,10 +261,15 @@ def _culprits(
     above it. A check no lane is blamed for though the top fails it goes to `on_head`."""
     found, top = search.found, search.top
     culprits: dict[int, list[tuple[Check, CheckResult]]] = {}
+    told: set[frozenset[int]] = set()
     while ranges:
         if not _bisected(ranges, search):
             return None
         at = {digest: level for digest, (_, level) in ranges.items()}
+        suspects = frozenset(at.values())
+        if search.suspected is not None and min(suspects) < top and suspects not in told:
+            told.add(suspects)  # (a top lane's stack without it is the stack below: known)
+            search.suspected(suspects)
         blamed = _blamed(at, search, run_again, flips)
         if blamed is None:
             return None
@@ -452,49 +464,3 @@ def _first_levels(levels: Sequence[StackLevel]) -> dict[str, int]:
         for check in level.checks:
             first.setdefault(check.digest, index)
     return first
-
-
-@dataclass(frozen=True)
-class Culprit:
-    task_id: str
-    checks: tuple[str, ...]  # the check ids that first failed on its candidate
-    candidate: str
-
-
-@dataclass(frozen=True)
-class StackRecord:
-    """What one round of integration did, for the log and the job summary: the lanes verified
-    as one stack, the descriptors it ran, and what bisection found."""
-
-    lanes: tuple[str, ...]
-    check_runs: int
-    culprits: tuple[Culprit, ...] = ()
-    carried: int = 0  # checks whose last pass was carried over (nothing they read changed)
-    on_head: tuple[str, ...] = ()  # check ids no lane is blamed for (failing on the head)
-    on_runners: int = 0  # results verify jobs on other runners found (decision 0054)
-    shared: int = 0  # verdicts another check's run gave: the same command on the same tree
-
-    def line(self) -> str:
-        runs = f"{self.check_runs} check run{'' if self.check_runs == 1 else 's'}"
-        if self.on_runners:
-            runs += f" here, {self.on_runners} on verify runners"
-        if self.carried:
-            runs += f", {self.carried} carried over"
-        if self.shared:
-            runs += f", {self.shared} given by another check's run of the same command"
-        count = len(self.lanes)
-        head = (
-            f"verified {count} lane{'' if count == 1 else 's'} as one stack ({listed(self.lanes)})"
-        )
-        if self.on_head:
-            return (
-                f"{head}: {runs}; {listed(self.on_head)} failed on every run on the batch "
-                "head itself, or on a candidate and its parent alike, so no lane is blamed"
-            )
-        if not self.culprits:
-            return f"{head}: {runs}, every check passed on its top"
-        found = "; ".join(
-            f"{c.task_id} ({', '.join(c.checks)} first failed on {c.candidate[:12]})"
-            for c in self.culprits
-        )
-        return f"{head}: {runs}; bisection found {found}"

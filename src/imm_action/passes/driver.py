@@ -40,7 +40,7 @@ from imm_action.integrate.landing import (
     verified_on_top,
 )
 from imm_action.integrate.reasons import BASE_CHECK_FAILED
-from imm_action.integrate.stack import StackRecord
+from imm_action.integrate.stack_record import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref

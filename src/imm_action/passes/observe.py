@@ -4,8 +4,9 @@ for `imm_action.integrate.decide`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from imm_action.git.candidate import BuildResult, Candidate, build_candidate
 from imm_action.git.refs import RefStore
@@ -24,13 +25,14 @@ from imm_action.integrate.flakes import FlakeRules
 from imm_action.integrate.judgement import held_tasks, verifiable, with_judgement
 from imm_action.integrate.landing import refusal_of
 from imm_action.integrate.stack import (
-    Culprit,
     StackFailed,
     StackLevel,
     StackPassed,
-    StackRecord,
+    Suspected,
     judge_stack,
+    united_checks,
 )
+from imm_action.integrate.stack_record import Culprit, StackRecord
 from imm_action.lanes.change import changed_entries, tree_links
 from imm_action.lanes.outcome import read_outcome
 from imm_action.lanes.runners import (
@@ -60,7 +62,7 @@ from imm_action.passes.intent_checks import (
 from imm_action.passes.speculative import waits_for_its_base
 from imm_action.passes.stack_answers import counted, judged_prefix, owed_checks, running
 from imm_action.plan.lane_change import ChangedEntry
-from imm_action.verify.checks import Check, Verifier
+from imm_action.verify.checks import Check, TreeJob, Verifier
 
 
 def recorded_head(repo: GitRepo, state: BatchRunState) -> str:
@@ -295,9 +297,14 @@ def observe_candidates(
         top_commit = last.commit if isinstance(last, Candidate) else None
     if verify:
         top = len(levels) - 1
+        build = partial(_built_chain, repo, state, head, scopes=scopes, verify=True, memo=memo,
+                        config_file=config_file, intents=intents, gate=gate)  # fmt: skip
+        ahead = _verify_without(verifier, ready, [chain[i] for i in stacked], held, build)
         judged = judge_stack(
-            levels, counted(running(verifier, levels), used), verifier.workers.floor, flakes
-        )
+            levels, counted(running(verifier, levels), used), verifier.workers.floor, flakes,
+            suspected=ahead,
+        )  # fmt: skip
+        verifier.wait_ahead()  # (its runs are this judgement's: counted with the stack's)
     else:
         top, judged = judged_prefix(levels, verifier.cache, verifier.workers.floor, used, flakes)
     if judged is None or top < 1:
@@ -376,6 +383,31 @@ def _built_chain(
     return chain
 
 
+def _verify_without(
+    verifier: Verifier,
+    ready: Sequence[BatchChild],
+    stacked: Sequence[CandidateFacts],
+    held: Sequence[Check],
+    build: Callable[[Sequence[BatchChild]], list[CandidateFacts]],
+) -> Suspected:
+    """What verifies, while bisection's suspects are tried, the stack the pass goes on with if
+    they are parked (issue 61): every other ready lane, built as the pass will build them —
+    those below the suspects on the head, those above on the last of them (the same
+    candidates: the memo keeps them) — its top's united checks run in the background into the
+    cache, so a culprit costs the lanes above it no second round."""
+
+    def suspected(levels: frozenset[int]) -> None:
+        out = {stacked[level - 1].task_id for level in levels}
+        rebuilt = [entry for entry in build([c for c in ready if c.task_id not in out])
+                   if verifiable(entry)]  # fmt: skip
+        if rebuilt:
+            tops = [StackLevel("", tuple(held))] + [_level(e, frozenset()) for e in rebuilt]
+            checks = tuple(united_checks(tops).values())
+            verifier.verify_ahead([TreeJob(tops[-1].tree, checks)])
+
+    return suspected
+
+
 def _level(entry: CandidateFacts, retired_below: frozenset[str]) -> StackLevel:
     if not isinstance(entry.build, Candidate) or not isinstance(entry.checks, ChecksFound):
         raise TypeError(f"{entry.task_id} is not verifiable")
@@ -406,10 +438,14 @@ def stack_record(
     # of what the judgement used: verify jobs' verdicts (`on_runners`), passes carried over,
     # and the runs of this pass (`ran_here`) or of `imm run`'s background worker
     first_used = verifier.cache.first_counted(observed.ran)
+    ahead = 0
     if ran_here:
-        on_runners = min(on_runners, max(0, observed.probes - verifier.runs - observed.shared))
+        # results run ahead, while the lanes below were tried, were counted with their runs
+        ahead = verifier.cache.run_ahead(observed.ran)
+        given = verifier.runs - verifier.ahead_runs + observed.shared + ahead
+        on_runners = min(on_runners, max(0, observed.probes - given))
         check_runs = verifier.runs
-        carried = max(0, observed.probes - verifier.runs - on_runners - observed.shared)
+        carried = max(0, observed.probes - given - on_runners)
     else:
         carried = observed.carried
         on_runners = min(on_runners, first_used)
@@ -429,7 +465,9 @@ def stack_record(
         if isinstance(entry.build, Candidate) and any(not r.passed for r in entry.results)
     )
     lanes = tuple(entry.task_id for entry in chain if verifiable(entry))
-    return StackRecord(lanes, check_runs, culprits, carried, on_head, on_runners, observed.shared)
+    return StackRecord(
+        lanes, check_runs, culprits, carried, on_head, on_runners, observed.shared, ahead
+    )
 
 
 def _build(

@@ -19,7 +19,7 @@ from imm_action.integrate.decide import (
 from imm_action.integrate.shards import (
     FanOutRules,
 )
-from imm_action.integrate.stack import StackRecord
+from imm_action.integrate.stack_record import StackRecord
 from imm_action.integrate.store import StoredBatch
 from imm_action.lanes.runners import LaneRunners
 from imm_action.model.config import CONFIG_PATH

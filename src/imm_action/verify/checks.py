@@ -85,6 +85,8 @@ class Verifier:
         self._counted = threading.Lock()
         self.runs = 0  # descriptors this verifier ran (a cached result is not a run)
         self._changes: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._ahead: list[tuple[threading.Thread, Verifier]] = []
+        self.ahead_runs = 0  # of `runs`, those run ahead (`verify_ahead`)
 
     def verify_queued(self, jobs: Sequence[TreeJob]) -> list[list[CheckResult]]:
         """Results of each job's checks on its tree. What no cache answers goes into one queue,
@@ -102,6 +104,35 @@ class Verifier:
             if unknown:
                 self._run_queued([_Run(tree, group) for tree, group in _runs_of(unknown)])
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
+
+    def verify_ahead(self, jobs: Sequence[TreeJob]) -> None:
+        """`jobs` verified in the background, into the cache, while the caller goes on: work
+        it is likely to ask for next. One who asks for those trees meanwhile waits for them
+        (their tree locks) and finds their results; a failure here is met again there. Its
+        runs count as this verifier's once `wait_ahead` saw them end (`ahead_runs` of them)."""
+        ahead = Verifier(self._repo, self.cache, path_env=self._path_env, workers=None,
+                         on_result=self._on_result, mask=self._mask, place=self._place)  # fmt: skip
+        ahead.workers = self.workers
+
+        def run() -> None:
+            unknown = [(job.tree, check.digest) for job in jobs for check in job.checks
+                       if self.cache.get(job.tree, check.digest) is None]  # fmt: skip
+            with contextlib.suppress(Exception):
+                ahead.verify_queued(jobs)
+                self.cache.note_ahead(unknown)
+
+        thread = threading.Thread(target=run, name="imm-verify-ahead", daemon=True)
+        thread.start()
+        self._ahead.append((thread, ahead))
+
+    def wait_ahead(self) -> None:
+        """Until what `verify_ahead` started has ended; its runs counted."""
+        while self._ahead:
+            thread, ahead = self._ahead.pop()
+            thread.join()
+            with self._counted:
+                self.runs += ahead.runs
+                self.ahead_runs += ahead.runs
 
     def known(self, tree: str, check: Check) -> CheckResult | None:
         """`check`'s result on `tree` without running it: cached, served by the run of a check

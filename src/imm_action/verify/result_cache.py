@@ -31,6 +31,8 @@ class ResultCache:
         self._stored: CheckCache | None = None
         # (tree, digest, attempt) results a stack's record has counted as runs already
         self._counted: set[tuple[str, str, int]] = set()
+        # (tree, digest) results run ahead, for a stack not judged yet (Verifier.verify_ahead)
+        self._ahead: set[tuple[str, str]] = set()
         # per (tree, run key), the check whose run there may serve others (verify/same_run.py)
         self._runs: dict[tuple[str, str], Queued] = {}
         # the batch head's tree: its runs are kept whatever ran since (what a candidate's
@@ -57,6 +59,16 @@ class ResultCache:
             fresh = set(keys) - self._counted
             self._counted |= fresh
             return len(fresh)
+
+    def note_ahead(self, keys: Iterable[tuple[str, str]]) -> None:
+        with self._lock:
+            self._ahead |= set(keys)
+
+    def run_ahead(self, keys: Iterable[tuple[str, str, int]]) -> int:
+        """How many of these (tree, digest, attempt) results were run ahead of their stack."""
+        with self._lock:
+            return sum(1 for tree, digest, attempt in keys
+                       if not attempt and (tree, digest) in self._ahead)  # fmt: skip
 
     def passes_only(self) -> ResultCache:
         """A cache of the passes the state keeps, without the failures (a failure never
