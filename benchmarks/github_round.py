@@ -16,6 +16,7 @@ every candidate re-ran its own check and those of the siblings landed since its 
         [--baseline-sizes 24] [--baseline-rev 29ba8bb]
     python benchmarks/github_round.py --act 12 [--repeat 3]
     python benchmarks/github_round.py --act-fan-out 32 --seconds 10 [--runners 8] [--repeat 3]
+    python benchmarks/github_round.py --sizes 24 --repeat 3 --against 6ef7cb5
 
 `--act N` runs the round under act instead, with the shipped workflows (host mode, the fake
 GitHub; tests/e2e): N lane jobs, one integrate job, and prints the integrate job's `imm
@@ -23,6 +24,7 @@ reconcile` step, beside the same round with the baseline's shipped files in the 
 `--act-fan-out N` runs a round of N lanes under act twice, its checks verified on `--runners`
 verify jobs (issue 32, decision 0054) and on the integrating runner alone (`verify_runners: 0`),
 and prints the round's verification, from the stack built to the last task landed.
+`--against REV` runs rounds with two interfering lanes by this tree and by REV, alternated.
 """
 
 from __future__ import annotations
@@ -309,7 +311,17 @@ def main() -> int:
         help="a round of N lanes under act, verified on --runners verify runners and on one",
     )  # fmt: skip
     parser.add_argument("--runners", type=int, default=8)
+    parser.add_argument(
+        "--against", metavar="REV",
+        help="rounds of --sizes with two interfering lanes, this tree against REV, alternated",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.against:
+        print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+        report_against(args.against, [int(n) for n in args.sizes.split(",")], args.seconds,
+                       args.repeat)  # fmt: skip
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return 0
     if args.act_fan_out:
         print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
         report_fan_out(args.act_fan_out, args.seconds, args.runners, args.repeat)
@@ -349,6 +361,27 @@ def main() -> int:
                            check=False, capture_output=True)  # fmt: skip
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
+
+
+def report_against(rev: str, sizes: list[int], seconds: float, repeat: int) -> None:
+    """Rounds with two interfering lanes by this tree and by `rev`, one of each in turn (a
+    drifting load falls on both alike): what a change of the integrator does to a round."""
+    old = baseline_tree(rev)
+    if old is None:
+        raise SystemExit(f"no worktree of {rev}")
+    try:
+        for size in sizes:
+            spec = Round(size, 2, seconds)
+            found: dict[str, list[Figures]] = {rev: [], "this tree": []}
+            for _ in range(repeat):
+                found[rev].append(measure(old / "src", spec))
+                found["this tree"].append(measure(ROOT / "src", spec))
+            for name, figures in found.items():
+                ranked = sorted(figures, key=lambda f: f.wall)
+                report(name, spec, ranked[len(ranked) // 2], [f.wall for f in ranked], None)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                       check=False, capture_output=True)  # fmt: skip
 
 
 def report(name: str, spec: Round, got: Figures, walls: list[float], base: Figures | None) -> None:
