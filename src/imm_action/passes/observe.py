@@ -300,11 +300,13 @@ def observe_candidates(
         build = partial(_built_chain, repo, state, head, scopes=scopes, verify=True, memo=memo,
                         config_file=config_file, intents=intents, gate=gate)  # fmt: skip
         ahead = _verify_without(verifier, ready, [chain[i] for i in stacked], held, build)
-        judged = judge_stack(
-            levels, counted(running(verifier, levels), used), verifier.workers.floor, flakes,
-            suspected=ahead,
-        )  # fmt: skip
-        verifier.wait_ahead()  # (its runs are this judgement's: counted with the stack's)
+        try:
+            judged = judge_stack(
+                levels, counted(running(verifier, levels), used), verifier.workers.floor,
+                flakes, suspected=ahead,
+            )  # fmt: skip
+        finally:  # its runs are this judgement's, counted with the stack's; none outlives it
+            verifier.wait_ahead()
     else:
         top, judged = judged_prefix(levels, verifier.cache, verifier.workers.floor, used, flakes)
     if judged is None or top < 1:
