@@ -11,10 +11,11 @@ up to FLAKE_RERUNS times for tests seen to flip: failing there too, it is not th
 the config lists in `flaky_tests` are reported when they fail and never block.
 
 Reruns cost runs only where a check failed: on honest lanes, with a test failing one run in
-twenty, about one rerun per twenty runs of that check. A rerun of a check whose report named
-its failing tests runs those tests alone first (ADR 0073: a suite's failing test, not the
-suite), and the whole check only where that run settles nothing: on a candidate, the tests
-alone did not fail; on a parent, they did not all pass."""
+twenty, about one rerun per twenty runs of that check. A culprit's trial runs its failing
+tests alone, where its check's report named them and its parent passes them alone (ADR 0073:
+a suite's failing test, not the suite): failing alone on each of ALONE_RERUNS runs, the
+failure is seen again; passing alone once, whole runs judge it, as they do on the top, the
+head and the base."""
 
 from __future__ import annotations
 
