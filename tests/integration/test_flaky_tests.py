@@ -58,6 +58,17 @@ def _project(
     )  # fmt: skip
 
 
+def _marked_project(tmp_path: Path, open_dir: Path) -> tuple[Path, Path, Path]:
+    """The project, its base passed, with a suite that marks every whole run of it in a file:
+    the repository, the flaky test's schedule and the marks."""
+    schedule, marks = open_dir / "schedule", open_dir / "marks"
+    marks.write_text("")
+    marks.chmod(0o666)
+    repo = _project(tmp_path / "r", schedule, marks=marks)
+    run_pass(repo)
+    return repo, schedule, marks
+
+
 def _states(repo: Path) -> dict[str, str]:
     return {child.task_id: str(child.state) for child in current(repo).state.children}
 
@@ -85,11 +96,7 @@ def test_a_suite_failing_once_on_the_stack_lands_it_and_is_reported(
 def test_a_test_that_flipped_in_an_earlier_batch_is_known_flaky_in_the_next(
     tmp_path: Path, open_dir: Path
 ) -> None:
-    schedule, marks = open_dir / "schedule", open_dir / "marks"
-    marks.write_text("")
-    marks.chmod(0o666)
-    repo = _project(tmp_path / "r", schedule, marks=marks)
-    run_pass(repo)
+    repo, schedule, marks = _marked_project(tmp_path, open_dir)
     work(repo, "a")
     work(repo, "b")
     schedule.write_text("F")  # it flips on the first batch's top
@@ -159,11 +166,7 @@ def test_a_broken_lane_is_parked_though_a_flaky_test_fails_beside_it(
 def test_a_culprits_reruns_run_its_failing_test_alone(tmp_path: Path, open_dir: Path) -> None:
     # every run of the whole suite leaves a mark: b's failing test is confirmed on runs of it
     # alone (ADR 0073), so the suite ran on the base, the top, its rerun and one probe only
-    schedule, marks = open_dir / "schedule", open_dir / "marks"
-    marks.write_text("")
-    marks.chmod(0o666)
-    repo = _project(tmp_path / "r", schedule, marks=marks)
-    run_pass(repo)
+    repo, _, marks = _marked_project(tmp_path, open_dir)
     work(repo, "a")
     work(repo, "b", {"b.txt": "b\n", "pkg/value.py": BROKEN})
     run_pass(repo)
