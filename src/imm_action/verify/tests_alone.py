@@ -15,15 +15,37 @@ from pathlib import Path
 
 PLUGIN = "imm_tests_alone"
 _PLUGIN_SOURCE = '''"""Written by imm for one check run: keeps the tests $IMM_TESTS_ALONE lists."""
+import functools
 import os
 
 
-def pytest_collection_modifyitems(config, items):
+@functools.cache
+def _wanted():
     listed = os.environ.get("IMM_TESTS_ALONE")
     if not listed:
-        return
+        return None, None
     with open(listed, encoding="utf-8") as names:
-        wanted = {line for line in names.read().splitlines() if line}
+        wanted = frozenset(line for line in names.read().splitlines() if line)
+    return listed, wanted
+
+
+def pytest_ignore_collect(collection_path, config):
+    # the files that hold none of them are not even collected (collection is most of a
+    # fast suite's time)
+    _, wanted = _wanted()
+    if not wanted or collection_path.suffix != ".py" or collection_path.name == "conftest.py":
+        return None
+    try:
+        relative = collection_path.relative_to(config.rootpath).as_posix()
+    except ValueError:
+        return None
+    return True if relative not in {test.split("::", 1)[0] for test in wanted} else None
+
+
+def pytest_collection_modifyitems(config, items):
+    listed, wanted = _wanted()
+    if wanted is None:
+        return
     kept = [item for item in items if item.nodeid in wanted]
     dropped = [item for item in items if item.nodeid not in wanted]
     if dropped:
