@@ -21,6 +21,7 @@ from imm_action.verify.result_cache import ResultCache
 from tests.conftest import PYTEST_CHECK, git, make_repo
 
 TESTS = "def test_one():\n    pass\n\n\ndef test_two():\n    assert False\n"
+TWO = "tests/test_m.py::test_two"
 ADDS = {"fullName": "sum adds", "status": "passed"}
 JEST = {"testResults": [{"name": "{root}/sum.test.js", "assertionResults": [ADDS]}]}
 
@@ -122,10 +123,10 @@ def test_a_rerun_of_failing_tests_runs_them_alone_under_pytest_even_from_a_scrip
     tree: tuple[GitRepo, str], place: str
 ) -> None:
     for executable, argv in (("python3", [*PYTEST_CHECK, "tests"]), ("sh", ["scripts/run.sh"])):
-        result = _rerun_alone(tree, place, executable, argv, {"tests/test_m.py::test_two"})
-        assert result.ran_only == ["tests/test_m.py::test_two"]
+        result = _rerun_alone(tree, place, executable, argv, {TWO})
+        assert result.ran_only == [TWO]
         assert result.tests is not None
-        assert result.tests.tests == {"tests/test_m.py::test_two": "failed"}
+        assert result.tests.tests == {TWO: "failed"}
         assert not result.passed
 
 
@@ -148,3 +149,15 @@ def test_a_rerun_alone_of_a_test_pytest_does_not_know_runs_nothing_and_passes_no
     assert result.ran_only == [gone]
     assert not result.passed  # pytest: no tests ran
     assert result.tests is None or gone not in result.tests.tests
+
+
+def test_a_rerun_alone_does_not_collect_the_files_that_hold_none_of_its_tests(
+    tmp_path: Path, place: str
+) -> None:
+    # a file that cannot even be imported now: collecting it would stop the run
+    files = {"tests/test_m.py": TESTS, "tests/test_other.py": "raise ImportError('collected')\n"}
+    repo = make_repo(tmp_path / "r", files)
+    tree = (GitRepo(repo), git(repo, "rev-parse", "HEAD^{tree}").strip())
+    result = _rerun_alone(tree, place, "python3", [*PYTEST_CHECK, "tests"], {TWO})
+    assert result.tests is not None
+    assert result.tests.tests == {TWO: "failed"}
