@@ -132,8 +132,9 @@ def test_a_culprit_found_by_fanned_out_bisection_is_parked_and_no_verdict_its_ch
     probes = _jobs(run, "imm verify ")
     assert sum(1 for job in probes if "(bisection)" in job) == 2
     # the reruns that confirm the failure ran on the integrating runner (issue 61): once on the
-    # top, on every rerun of b's candidate, once afresh on its parent
-    here = 2 + FLAKE_RERUNS
+    # top, on every rerun of b's candidate, once afresh on its parent — and beside them, the
+    # three checks of the stack without b (ADR 0074)
+    here = 2 + FLAKE_RERUNS + 3
     assert f"{here} check runs here, 7 on verify runners; bisection found b (a:ok first" in run.log
     assert "forged . " in run.log  # a's check wrote its verdicts into the shard's tree...
     assert "verdict refused" not in run.log  # ...and no job that moves the branch read one

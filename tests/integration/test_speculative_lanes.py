@@ -47,6 +47,7 @@ def _run(
     *,
     fails: bool,
     speculate: bool = True,
+    executor_code: str = EXECUTOR,
 ) -> tuple[Path, int, str, str]:
     counter = open_dir / "a-runs"
     config = "" if speculate else "speculative_lanes: false\n"
@@ -56,7 +57,7 @@ def _run(
         extra_files={".github/imm.yml": config, "check_a.py": CHECK},
     )  # fmt: skip
     script = tmp_path / "executor.sh"
-    script.write_text(EXECUTOR)
+    script.write_text(executor_code)
     executor = f"env SEEN={shlex.quote(str(open_dir))} sh {shlex.quote(str(script))}"
     code, out, err = run_cli(capsys, "run", "init", "--repo", str(repo), "--executor", executor)
     return repo, code, out, err
@@ -106,6 +107,22 @@ def test_a_speculative_lane_is_set_back_when_its_dependency_is_parked(
     assert str(children["b"].state) in ("pending", "skipped_blocked")
     assert children["b"].commit is None
     assert json.dumps(children["b"].lane) == "null"
+
+
+def test_a_speculative_lane_that_failed_on_its_base_is_set_back_when_its_dependency_is_parked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], open_dir: Path
+) -> None:
+    # b's agent fails on a base holding a's change, which never lands: b's failure is not
+    # its own task's (found by test_never_broken_property: a lane deleting a test an
+    # unlanded dependency had deleted already)
+    failing = EXECUTOR + 'if [ "$IMM_TASK_ID" = b ]; then exit 1; fi\n'
+    repo, code, _, err = _run(tmp_path, capsys, open_dir, fails=True, executor_code=failing)
+    assert code == 1, err
+    children = {child.task_id: child for child in current(repo).state.children}
+    assert str(children["a"].state) == "needs_human"
+    assert (open_dir / "b-saw-a").read_text().strip() == "yes"
+    assert str(children["b"].state) == "skipped_blocked", children["b"].reason
+    assert (children["b"].reason or "").startswith("dependency "), children["b"].reason
 
 
 PIPELINE_CHECK = """\

@@ -357,14 +357,16 @@ def note_flaky(state: BatchRunState, flips: Sequence[str]) -> BatchRunState:
 def set_back_speculative(state: BatchRunState) -> tuple[BatchRunState, tuple[str, ...]]:
     """Speculative lanes (issue 61) a dependency of which will not land as it committed — it
     was parked, cancelled or set back itself — go back to pending, with what their agents
-    spent; they are admitted again once their dependencies land. Returns the tasks set back."""
+    spent; they are admitted again once their dependencies land. So does one that failed in
+    its lane: it failed on a base that will never be (a speculative lane reaches integration
+    only once its dependencies landed). Returns the tasks set back."""
     set_back: list[str] = []
     while True:
         states = {child.task_id: child.state for child in state.children}
         lost = [
             child.task_id
             for child in state.children
-            if child.state in IN_FLIGHT_STATES
+            if child.state in (*IN_FLIGHT_STATES, ChildState.NEEDS_HUMAN)
             and child.lane is not None
             and child.lane.speculative_on
             and any(
