@@ -12,7 +12,13 @@ from pydantic import ValidationError
 
 from imm_action.model.descriptor import DescriptorError, parse_descriptor
 from imm_action.model.intent import TaskIntent, normalise_scope
-from imm_action.model.state import FLAKY_BATCHES, BatchRunState, ChildState, flaky_in_repository
+from imm_action.model.state import (
+    FLAKY_BATCHES,
+    BatchRunState,
+    ChildState,
+    flaky_in_repository,
+    flaky_said,
+)
 from tests.conftest import descriptor, intent
 
 
@@ -250,3 +256,16 @@ def test_the_repositorys_flaky_record_sums_the_newest_batches_flips() -> None:
     assert flaky_in_repository(list(reversed(states))) == {"tests/t.py::io": FLAKY_BATCHES}
     assert flaky_in_repository(states[:2]) == {"tests/t.py::old": 5, "tests/t.py::io": 2}
     assert flaky_in_repository([]) == {}
+
+
+def test_tests_only_earlier_batches_saw_flip_are_reported_for_the_repository() -> None:
+    child = _child("pending", lane=None)
+    state = _load(_state([child], flaky_tests={"tests/t.py::io": 2},
+                         flaky_before={"tests/t.py::io": 1, "tests/t.py::net": 4}))  # fmt: skip
+    assert flaky_said(state) == [
+        ("tests/t.py::io", "flipped 2 times in this batch (1 time in this repository's batches "
+                           "before it); no lane was blamed for it"),
+        ("tests/t.py::net", "did not flip in this batch; flipped 4 times in this repository's "
+                            "batches before it, so its failures are confirmed before any lane "
+                            "is blamed"),
+    ]  # fmt: skip

@@ -368,16 +368,24 @@ MAX_FLAKY_SHOWN = 10
 
 def flaky_said(state: BatchRunState) -> list[tuple[str, str]]:
     """The tests seen to flip in the batch (issue 61), the most flips first, each with what is
-    said of it — and how often the repository's batches before it saw it flip; past
-    MAX_FLAKY_SHOWN, one entry counts the rest."""
+    said of it — and how often the repository's batches before it saw it flip — then those
+    only the batches before saw flip (known flaky for the repository); past MAX_FLAKY_SHOWN,
+    one entry counts the rest."""
     ranked = sorted(state.flaky_tests.items(), key=lambda item: (-item[1], item[0]))
-    shown = [
+    only_before = [item for item in state.flaky_before.items() if item[0] not in state.flaky_tests]
+    before = sorted(only_before, key=lambda item: (-item[1], item[0]))
+    said = [
         (test, f"flipped {_times(count)} in this batch{_before(state, test)}; no lane was "
                "blamed for it")
-        for test, count in ranked[:MAX_FLAKY_SHOWN]
+        for test, count in ranked
+    ] + [
+        (test, f"did not flip in this batch; flipped {_times(count)} in this repository's "
+               "batches before it, so its failures are confirmed before any lane is blamed")
+        for test, count in before
     ]  # fmt: skip
-    if len(ranked) > MAX_FLAKY_SHOWN:
-        shown.append((f"… and {len(ranked) - MAX_FLAKY_SHOWN} more", "seen to flip"))
+    shown = said[:MAX_FLAKY_SHOWN]
+    if len(said) > MAX_FLAKY_SHOWN:
+        shown.append((f"… and {len(said) - MAX_FLAKY_SHOWN} more", "seen to flip"))
     return shown
 
 
