@@ -2,8 +2,9 @@
 the tests that failed, not the suite around them.
 
 pytest, the runner the test ledger knows by its ids (node ids), is asked through its own
-means: PYTEST_ADDOPTS loads a plugin imm writes in the check's home, which keeps only the
-collected tests the list names and says so in a file of its own. A check whose runner loads no
+means: PYTEST_ADDOPTS loads a plugin imm writes in the check's home, which collects only the
+files that hold the tests the list names, keeps only those tests, and says so in a file of its
+own (pytest 7 and later; an older one fails to load it, and the trial goes to whole runs). A check whose runner loads no
 such plugin (another runner, or pytest behind a tool that drops the variables) runs whole, and
 its result says so: nothing that file did not say ran alone counts as tests run alone."""
 
@@ -19,7 +20,7 @@ import functools
 import os
 
 
-@functools.cache
+@functools.lru_cache(maxsize=None)  # (a project's Python may be older than imm's)
 def _wanted():
     listed = os.environ.get("IMM_TESTS_ALONE")
     if not listed:
