@@ -4,9 +4,10 @@ the tests that failed, not the suite around them.
 pytest, the runner the test ledger knows by its ids (node ids), is asked through its own
 means: PYTEST_ADDOPTS loads a plugin imm writes in the check's home, which collects only the
 files that hold the tests the list names, keeps only those tests, and says so in a file of its
-own (pytest 7 and later; an older one fails to load it, and the trial goes to whole runs). A check whose runner loads no
-such plugin (another runner, or pytest behind a tool that drops the variables) runs whole, and
-its result says so: nothing that file did not say ran alone counts as tests run alone."""
+own (pytest 7 and later; an older one fails to load it, and the trial goes to whole runs).
+A check whose runner loads no such plugin (another runner, or pytest behind a tool that drops
+the variables) runs whole, and its result says so: nothing that file did not say ran alone
+counts as tests run alone."""
 
 from __future__ import annotations
 
