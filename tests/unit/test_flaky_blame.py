@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from imm_action.integrate.flakes import ALONE_RERUNS, FLAKE_RERUNS, FlakeRules
 from imm_action.integrate.stack import Probe, StackFailed, StackLevel, StackPassed, judge_stack
 from imm_action.model.descriptor import parse_descriptor
-from imm_action.model.ledger import TestLedger
+from imm_action.model.ledger import LedgerSource, TestLedger
 from imm_action.model.outcome import CheckResult
 from imm_action.verify.checks import Check
 from tests.conftest import descriptor
@@ -25,13 +25,15 @@ SUITE = Check("branch:1", parse_descriptor(descriptor(["-m", "pytest"])))
 Script = Callable[[int, int], set[str]]
 
 
-def _run(failing: set[str], alone: frozenset[str] = frozenset()) -> CheckResult:
+def _run(
+    failing: set[str], alone: frozenset[str] = frozenset(), source: LedgerSource = "junit"
+) -> CheckResult:
     """A run of the suite — of the tests `alone` names only, where it names some — whose
-    tests in `failing` fail."""
+    tests in `failing` fail, reported as `source` says."""
     ran = sorted(alone) or [GOOD, BROKEN, FLAKY]
     failed = sorted(test for test in ran if test in failing)
     ledger = TestLedger(
-        source="junit", tests={test: "failed" if test in failed else "passed" for test in ran}
+        source=source, tests={test: "failed" if test in failed else "passed" for test in ran}
     )
     return CheckResult(
         check_id=SUITE.check_id, passed=not failed, exit_code=1 if failed else 0,
@@ -44,10 +46,16 @@ class Stack:
     """A head (level 0) and `size` lanes, every level judged by the suite the head holds."""
 
     def __init__(
-        self, size: int, script: Script, alone: Script | None = None, runs_alone: bool = True
+        self,
+        size: int,
+        script: Script,
+        alone: Script | None = None,
+        runs_alone: bool = True,
+        source: LedgerSource = "junit",
     ) -> None:
         self.size = size
         self.script = script
+        self.source = source  # how the suite reports its tests
         self.alone_script = alone or script  # which tests fail when run alone
         self.runs_alone = runs_alone  # False: a runner that runs the whole suite whatever
         self.asked: list[Probe] = []
@@ -64,8 +72,8 @@ class Stack:
     def _run(self, probe: Probe) -> CheckResult:
         attempt = abs(probe.again)
         if probe.alone and self.runs_alone:
-            return _run(self.alone_script(probe.level, attempt), probe.alone)
-        return _run(self.script(probe.level, attempt))
+            return _run(self.alone_script(probe.level, attempt), probe.alone, self.source)
+        return _run(self.script(probe.level, attempt), source=self.source)
 
     def reruns(self) -> list[tuple[int, int]]:
         """(level, attempt) of each rerun of the whole suite."""
@@ -181,14 +189,24 @@ def test_a_test_broken_only_beside_others_is_still_the_lanes() -> None:
     assert [n for level, n in stack.reruns() if level == 6] == [1, 2, 3]
 
 
-def test_a_runner_that_cannot_run_tests_alone_runs_each_rerun_once() -> None:
+def test_a_runner_that_cannot_run_tests_alone_is_judged_by_whole_runs() -> None:
+    # a JUnit report that is not pytest's: asked to run its tests alone, it runs them all —
+    # never taken for a whole run (a runner refusing the plugin answers so too), so the trial
+    # runs whole as ever, after one such run on the parent and one on the candidate
     stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 else set(), runs_alone=False)
     judged = judge_stack(stack.levels(), stack.ask)
     assert isinstance(judged, StackFailed)
     assert list(judged.culprits) == [6]
-    # the top once, the parent once, the candidate three times: what a whole-suite rerun cost
-    asked = [(probe.level, abs(probe.again)) for probe in stack.asked if probe.again]
-    assert sorted(asked) == [(5, 1), (6, 1), (6, 2), (6, 3), (8, 1)]
+    assert stack.reruns() == [(8, 1), (6, 1), (6, 2), (6, 3), (5, 1)]
+    assert [(level, n) for level, n, _ in stack.alone()] == [(5, 1), (6, 1)]
+
+
+def test_a_failure_reported_in_tap_is_rerun_whole() -> None:
+    stack = Stack(8, lambda level, again: {BROKEN} if level >= 6 else set(), source="tap")
+    judged = judge_stack(stack.levels(), stack.ask)
+    assert isinstance(judged, StackFailed)
+    assert list(judged.culprits) == [6]
+    assert stack.alone() == []
 
 
 def test_a_failure_that_its_parent_fails_afresh_is_no_lanes() -> None:

@@ -125,9 +125,17 @@ class Rerun:
 RunAgain = Callable[[Sequence[Rerun]], list[CheckResult] | None]
 
 
-def alone_tests(check: Check, suspects: frozenset[str]) -> frozenset[str]:
-    """The tests a rerun may run alone: the suspects where they are tests, none where the
-    failure is the check's own (its report named no failing test)."""
+def alone_tests(check: Check, suspects: frozenset[str], first: CheckResult) -> frozenset[str]:
+    """The tests a rerun may run alone: the suspects where they are tests of a JUnit report
+    (pytest's: the runner that can run them alone), none where the failure is the check's
+    own (its report named no failing test) or its runner another (TAP, jest). A runner that
+    cannot run them alone runs them all: that run is never taken for a whole run (it may be
+    a runner refusing the plugin), only for what it shows of the tests."""
+    junit = first.tests is not None and first.tests.source == "junit"
+    return _named(check, suspects) if junit else frozenset()
+
+
+def _named(check: Check, suspects: frozenset[str]) -> frozenset[str]:
     return frozenset() if suspects == {check.check_id} else suspects
 
 
@@ -231,7 +239,7 @@ def steady_alone(trials: Sequence[Trial], run_again: RunAgain) -> list[bool] | N
     alone, and as soon as one run does not fail them (a test may fail only beside others, or
     be flaky: whole runs judge it then, so a flaky test gets no more chances to blame a lane
     than ALONE_RERUNS runs alone add). None while a run is not known."""
-    tests = [alone_tests(t.check, t.suspects) if t.alone else frozenset() for t in trials]
+    tests = [alone_tests(t.check, t.suspects, t.first) if t.alone else frozenset() for t in trials]
     steady = [bool(alone) for alone in tests]
     for attempt in range(1, ALONE_RERUNS + 1):
         pending = [i for i, still in enumerate(steady) if still]
@@ -274,7 +282,7 @@ def fairly_alone(
     differs is the lane alone; where the parent never runs the check (the lane's own test),
     there is nothing else to tell. A test failing alone on the parent too needs the suite
     around it: only whole runs judge it. None while a run is not known."""
-    tests = [alone_tests(t.check, t.suspects) if has else frozenset()
+    tests = [alone_tests(t.check, t.suspects, t.first) if has else frozenset()
              for t, has in zip(trials, has_parent, strict=True)]  # fmt: skip
     runs = [Rerun(t.level - 1, t.check, 1, alone) for t, alone in zip(trials, tests, strict=True)
             if alone]  # fmt: skip
@@ -301,7 +309,7 @@ def not_on_parent(
         if not pending:
             break
         asked = [Rerun(failures[i].parent, failures[i].check, attempt,
-                       alone_tests(failures[i].check, left[i]) if failures[i].alone
+                       _named(failures[i].check, left[i]) if failures[i].alone
                        else frozenset()) for i in pending]  # fmt: skip
         reruns = _settled(run_again, asked, passes_every)
         if reruns is None:

@@ -408,8 +408,6 @@ def _rerun_by(ask: Ask) -> RunAgain:
             for probe in unknown:
                 key = (probe.level, probe.check.digest)
                 known[(*key, probe.again)] = answers[key]
-                if probe.alone and not answers[key].ran_only:  # its runner ran them all:
-                    known.setdefault((*key, -probe.again), answers[key])  # a whole run
         return [known[(r.level, r.check.digest, r.key)] for r in reruns]
 
     return run_again
