@@ -41,6 +41,7 @@ def _round(
     size: int,
     rules: Mapping[str, tuple[str, ...]] | None = None,
     counted_in: Path | None = None,
+    parallel: int = 2,
 ) -> tuple[Path, Path, list[str]]:
     """`size` lanes admitted from one base, each with a check of its own (`rules`: what
     breaks it), all ended. `counted_in`: where checks count their runs (one a check running as
@@ -48,7 +49,7 @@ def _round(
     counter = (counted_in or tmp_path) / "runs"
     tasks = [f"t{index:02d}" for index in range(size)]
     checks = {task: _own_check(task, counter, *(rules or {}).get(task, ())) for task in tasks}
-    config = f"max_parallel: {size}\nverify_parallel: 2\n"
+    config = f"max_parallel: {size}\nverify_parallel: {parallel}\n"
     repo = make_project(
         tmp_path / "r", {task: [] for task in tasks}, checks=checks,
         extra_files={".github/imm.yml": config, "check.py": _CHECK},
@@ -105,6 +106,20 @@ def test_a_culprit_is_named_with_the_first_candidate_its_check_fails_on(tmp_path
     failed_on = culprit.reason.rsplit(" ", 1)[1]
     assert failed_on not in candidates  # history of a stack that never landed
     assert [f.step for f in culprit.failures] == ["t01:ok", "t02:ok"]
+
+
+def test_the_stack_without_a_suspect_runs_ahead_only_where_workers_allow(tmp_path: Path) -> None:
+    # t02 breaks t00's check. With two workers, the stack without t02 is verified beside its
+    # trial; with `verify_parallel: 1` (checks that cannot share the machine), after it
+    lines: dict[int, list[str]] = {}
+    for parallel in (2, 1):
+        repo, _, _ = _round(tmp_path / str(parallel), 4, {"t00": ("t02.txt",)}, parallel=parallel)
+        lines[parallel] = []
+        result = run_pass(repo, log=lines[parallel])
+        assert result.integrated == ("t00", "t01", "t03")
+    after = "verified 3 lanes as one stack (t00, t01, t03): "
+    assert any(line.startswith(f"{after}0 check runs, 3 run ahead") for line in lines[2])
+    assert any(line.startswith(f"{after}3 check runs, every check") for line in lines[1])
 
 
 def test_a_lane_fixing_what_an_earlier_lane_of_its_stack_broke_lands_with_it(

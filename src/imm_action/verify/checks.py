@@ -109,10 +109,15 @@ class Verifier:
         """`jobs` verified in the background, into the cache, while the caller goes on: work
         it is likely to ask for next. One who asks for those trees meanwhile waits for them
         (their tree locks) and finds their results; a failure here is met again there. Its
-        runs count as this verifier's once `wait_ahead` saw them end (`ahead_runs` of them)."""
+        runs count as this verifier's once `wait_ahead` saw them end (`ahead_runs` of them).
+        Only where workers allow: it takes one worker fewer than this verifier's, leaving one
+        to the caller's own runs, and nothing where only one check may run at once
+        (`verify_parallel: 1`: checks that cannot share the machine)."""
+        if self.workers.floor < 2:
+            return
         ahead = Verifier(self._repo, self.cache, path_env=self._path_env, workers=None,
                          on_result=self._on_result, mask=self._mask, place=self._place)  # fmt: skip
-        ahead.workers = self.workers
+        ahead.workers = Workers(self.workers.floor - 1, self.workers.ceiling - 1)
 
         def run() -> None:
             unknown = [(job.tree, check.digest) for job in jobs for check in job.checks
