@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 
 from imm_action.git.repo import GitRepo
 from imm_action.masking import NO_MASK, Masker
@@ -17,7 +15,6 @@ from imm_action.model.common import sha256_digest
 from imm_action.model.descriptor import DescriptorEnvironment, VerificationDescriptor
 from imm_action.model.outcome import CheckResult
 from imm_action.plan.glob import scope_covers
-from imm_action.sandbox.confine import SETUP_HOME_SEEN_AT, Bind, Confinement
 from imm_action.verify.check_queue import (
     Fresh,
     Queued,
@@ -28,12 +25,13 @@ from imm_action.verify.check_queue import (
     longest_first,
     run_queue,
 )
-from imm_action.verify.check_setup import CheckPlace, Prepared, scratch_folder, unconfined_place
-from imm_action.verify.command_run import TESTS_FOLDER, Sandbox, run_check, run_command
-from imm_action.verify.overlays import OverlayTree, taken_tree
+from imm_action.verify.check_sandbox import check_sandbox, fresh_view
+from imm_action.verify.check_setup import CheckPlace, scratch_folder, unconfined_place
+from imm_action.verify.command_run import Sandbox, run_check, run_command
+from imm_action.verify.overlays import taken_tree
 from imm_action.verify.result_cache import ResultCache
 from imm_action.verify.same_run import by_run, leader, served
-from imm_action.verify.trees import CheckoutTree, remove_tree
+from imm_action.verify.trees import CheckoutTree
 
 
 @dataclass(frozen=True)
@@ -190,10 +188,10 @@ class Verifier:
         def open_sandbox(tree: str, stack: contextlib.ExitStack) -> tuple[Sandbox, Fresh]:
             folder = stack.enter_context(scratch_folder(self._repo))
             checkout = stack.enter_context(taken_tree(self._repo, tree, place.confinement))
-            sandbox = _check_sandbox(checkout, folder, prepared, place)
+            sandbox = check_sandbox(checkout, folder, prepared, place)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             stack.enter_context(checkout.untrusted())
-            return sandbox, _fresh_view(checkout, tree, folder, prepared, place.confinement)
+            return sandbox, fresh_view(checkout, tree, folder, prepared, place.confinement)
 
         ordered = longest_first(items, lambda item: self.cache.duration_ms(item.check.digest))
         run_queue(ordered, self.workers, open_sandbox, record, _prepare_failed)
@@ -290,8 +288,8 @@ class Verifier:
             if at is not None
             else taken_tree(self._repo, tree, place.confinement) as checkout,
         ):
-            sandbox = _check_sandbox(checkout, scratch, prepared, place)
-            fresh = _fresh_view(checkout, tree, scratch, prepared, place.confinement)
+            sandbox = check_sandbox(checkout, scratch, prepared, place)
+            fresh = fresh_view(checkout, tree, scratch, prepared, place.confinement)
             # descriptors are untrusted: one that writes the slot's index taints the slot
             with checkout.untrusted():
                 return _run_in(sandbox, environment, group, fresh)
@@ -333,113 +331,6 @@ def _reruns_of(reruns: Sequence[TreeRerun]) -> list[_Run]:
         by_kind.setdefault((rerun.key, rerun.alone), []).append((rerun.tree, rerun.check))
     return [_Run(tree, group, key, alone) for (key, alone), pairs in by_kind.items()
             for tree, group in _runs_of(pairs)]  # fmt: skip
-
-
-def _check_sandbox(
-    tree: CheckoutTree | OverlayTree, scratch: Path, prepared: Prepared, place: CheckPlace
-) -> Sandbox:
-    """A check's sandbox: its tree; a home of its own, writable and fresh for each check, that
-    shows what setup left in setup's home read-only (issue 59 #5: nyc writes under `$HOME`);
-    and what setup left in its tree, at the same place in this one."""
-    confinement = place.confinement
-    root = tree.root
-    home = scratch / "home"
-    home.mkdir()
-    binds: list[Bind] = []
-    in_home: list[tuple[str, str]] = []
-    if prepared.home is not None:
-        # where setup saw it (its venv's scripts name their interpreter by that path), and
-        # at its own path, where the PATH names its programs
-        binds.append(Bind(prepared.home, str(prepared.home)))
-        if confinement.active:
-            binds.append(Bind(prepared.home, SETUP_HOME_SEEN_AT))
-        in_home = _setup_home_entries(prepared.home, confinement)
-    seen_at = confinement.tree_at if confinement.active else None
-    for name, kept in prepared.binds:
-        if seen_at is not None:
-            binds.append(Bind(kept, f"{seen_at}/{name}"))
-            binds += _cache_of(kept, f"{seen_at}/{name}", scratch / CACHES / name)
-    _link_setup_leftovers(root, prepared, confinement)
-    # an overlay's files exist only inside the sandbox: it is mounted there, and a command's
-    # paths are looked up in its git tree
-    overlay, entry_kind = None, None
-    if isinstance(tree, OverlayTree) and seen_at is not None:
-        overlay, entry_kind = tree.mount(seen_at), tree.entry_kind
-    return Sandbox(root, home, prepared.path_env, tree.changed, confinement=confinement,
-                   binds=tuple(binds), network=confinement.check_network, reach=place.reach,
-                   log=place.log,
-                   overlay=overlay, entry_kind=entry_kind,
-                   home_binds=tuple(in_home))  # fmt: skip
-
-
-# what a check's home holds of its own, never setup's: its temp, caches and test reports
-_OWN_IN_HOME = frozenset({"tmp", ".cache", TESTS_FOLDER})
-
-
-def _setup_home_entries(home: Path, confinement: Confinement) -> list[tuple[str, str]]:
-    """What setup left in its home (a venv, `.local`), each shown read-only at its name in a
-    check's own home; the toolchains' folders (`.m2`) stay theirs."""
-    toolchains = confinement.toolchains
-    theirs = {Path(relative).parts[0]
-              for _, relative in (*toolchains.in_home, *toolchains.files)}  # fmt: skip
-    with contextlib.suppress(OSError):
-        return [(str(home / name), name) for name in sorted(os.listdir(home))
-                if name not in _OWN_IN_HOME and name not in theirs]  # fmt: skip
-    return []
-
-
-CACHES = "caches"  # in a check's scratch: the writable caches of what setup prepared
-
-
-def _cache_of(kept: Path, seen_at: str, own: Path) -> list[Bind]:
-    """A folder `check_setup` prepared stays shared and read-only, but the cache tools write
-    into it (`node_modules/.cache`: nyc, babel-loader, eslint, webpack) is the check's own,
-    fresh for each check (issue 43 #4: every nyc check failed with EROFS). [] where the
-    prepared thing is a file, or its `.cache` cannot be made to mount on."""
-    if not kept.is_dir() or kept.is_symlink():
-        return []
-    try:
-        (kept / ".cache").mkdir(exist_ok=True)  # the mount point, in imm's own setup folder
-        own.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return []
-    return [Bind(own, f"{seen_at}/.cache", writable=True)]
-
-
-def _link_setup_leftovers(root: Path, prepared: Prepared, confinement: Confinement) -> None:
-    """Unconfined, what `check_setup` left in its tree is linked into this one (confined, the
-    sandbox binds it): links the next holder's sweep removes (trees.py)."""
-    if confinement.active:
-        return
-    for name, kept in prepared.binds:
-        if not os.path.lexists(root / name):
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(kept, root / name)
-
-
-def _fresh_view(
-    tree: CheckoutTree | OverlayTree,
-    shown: str,
-    scratch: Path,
-    prepared: Prepared,
-    confinement: Confinement,
-) -> Fresh:
-    """What puts a check's tree and scratch home back as they were before any check ran:
-    called between two checks of one tree, so no check sees what another wrote (issue 42 #1:
-    a check that planted a module, or swapped a folder for a link, passed its siblings)."""
-
-    def fresh() -> None:
-        tree.fresh_view(shown)
-        remove_tree(scratch / "home")
-        (scratch / "home").mkdir()
-        for name, _ in prepared.binds:  # the caches of what setup prepared: empty again
-            own = scratch / CACHES / name
-            if own.is_dir():
-                remove_tree(own)
-                own.mkdir()
-        _link_setup_leftovers(tree.root, prepared, confinement)
-
-    return fresh
 
 
 def _run_in(
