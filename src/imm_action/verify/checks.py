@@ -100,7 +100,7 @@ class Verifier:
             unknown = [(job.tree, check) for job in jobs for check in job.checks
                        if self.known(job.tree, check) is None]  # fmt: skip
             if unknown:
-                self._run_queued([_Run(tree, group) for tree, group in _runs_of(unknown)])
+                self._run_queued(_runs_of(unknown))
             return [self._verify(job.tree, list(job.checks), None) for job in jobs]
 
     def verify_ahead(self, jobs: Sequence[TreeJob]) -> None:
@@ -295,12 +295,16 @@ class Verifier:
                 return _run_in(sandbox, environment, group, fresh)
 
 
-def _runs_of(checks: Sequence[tuple[str, Check]]) -> list[tuple[str, list[Check]]]:
-    """(tree, check) pairs as the runs they take: per tree, its checks of one run together."""
+def _runs_of(
+    checks: Sequence[tuple[str, Check]], key: int = 0, alone: frozenset[str] = frozenset()
+) -> list[_Run]:
+    """(tree, check) pairs as the runs they take: per tree, its checks of one run together —
+    reruns (`key`, `alone`) where asked."""
     by_tree: dict[str, list[Check]] = {}
     for tree, check in checks:
         by_tree.setdefault(tree, []).append(check)
-    return [(tree, group) for tree, found in by_tree.items() for group in by_run(found).values()]
+    return [_Run(tree, group, key, alone)
+            for tree, found in by_tree.items() for group in by_run(found).values()]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -329,8 +333,7 @@ def _reruns_of(reruns: Sequence[TreeRerun]) -> list[_Run]:
     by_kind: dict[tuple[int, frozenset[str]], list[tuple[str, Check]]] = {}
     for rerun in reruns:
         by_kind.setdefault((rerun.key, rerun.alone), []).append((rerun.tree, rerun.check))
-    return [_Run(tree, group, key, alone) for (key, alone), pairs in by_kind.items()
-            for tree, group in _runs_of(pairs)]  # fmt: skip
+    return [run for (key, alone), pairs in by_kind.items() for run in _runs_of(pairs, key, alone)]
 
 
 def _run_in(
