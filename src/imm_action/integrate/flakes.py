@@ -159,12 +159,14 @@ def _settled(
     settles: Callable[[CheckResult, frozenset[str]], bool],
 ) -> list[CheckResult] | None:
     """Each rerun's result: the run of its tests alone where that `settles` the question, else
-    the whole check's, as the same attempt. A result of tests alone is never a tree's verdict."""
+    the whole check's, as the same attempt — also where the run asked for them alone did not
+    run them alone (`alone_tests`: it is never taken for a whole run). A result of tests
+    alone is never a tree's verdict."""
     found = run_again(reruns)
     if found is None:
         return None
     whole = [i for i, (rerun, result) in enumerate(zip(reruns, found, strict=True))
-             if rerun.alone and result.ran_only and not settles(result, rerun.alone)]  # fmt: skip
+             if rerun.alone and not (result.ran_only and settles(result, rerun.alone))]  # fmt: skip
     if whole:
         again = run_again([Rerun(reruns[i].level, reruns[i].check, reruns[i].attempt)
                            for i in whole])  # fmt: skip
@@ -250,7 +252,8 @@ def steady_alone(trials: Sequence[Trial], run_again: RunAgain) -> list[bool] | N
         if found is None:
             return None
         for i, result in zip(pending, found, strict=True):
-            # (a runner that cannot run them alone ran them all: a whole run, whole runs judge)
+            # (a run not of them alone — another runner, or one refusing the plugin — settles
+            # nothing: whole runs judge)
             steady[i] = bool(result.ran_only) and fails_any(result, tests[i])
     return steady
 
