@@ -133,7 +133,7 @@ def test_a_new_batch_records_the_tasks_an_earlier_batch_settled_with_their_commi
     plan = _settled_plan()
     settled = SettledTask(task_id="a", batch_id="batch-init-1", commit="a" * 40)
     children = [BatchChild.pending("b", "s-b", [])]
-    state = new_batch_state(_start(plan, (settled,)), NOW, children, HEAD, [])
+    state = new_batch_state(_start(plan, (settled,)), NOW, children, HEAD, [], flaky_before={})
     assert state.settled_before == [settled]
 
 
@@ -141,4 +141,4 @@ def test_a_new_batch_that_would_drop_a_task_of_its_plan_is_refused() -> None:
     """Issue 41 #1: a task planned as settled whose work is on no line of the batch."""
     children = [BatchChild.pending("b", "s-b", [])]
     with pytest.raises(ImmError, match="would leave out a"):
-        new_batch_state(_start(_settled_plan(), ()), NOW, children, HEAD, [])
+        new_batch_state(_start(_settled_plan(), ()), NOW, children, HEAD, [], flaky_before={})

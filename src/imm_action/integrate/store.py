@@ -31,7 +31,12 @@ from imm_action.model.common import canonical_model_text
 from imm_action.model.outcome import CachedCheck, CheckCache
 from imm_action.model.refs import BATCHES, batch_state_ref, latest_batch_ref
 from imm_action.model.report import BatchRunReport
-from imm_action.model.state import BatchChild, BatchRunState, state_invariant_violations
+from imm_action.model.state import (
+    BatchChild,
+    BatchRunState,
+    flaky_in_repository,
+    state_invariant_violations,
+)
 
 
 class CorruptStateError(ImmError):
@@ -69,6 +74,11 @@ class StateStore:
             for ref, commit in sorted(self.refs.list(BATCHES).items())
         ]
         return sorted(stored, key=lambda batch: (batch.state.created_at, batch.state.batch_id))
+
+    def flaky_in_repository(self) -> dict[str, int]:
+        """What a new batch starts knowing of flaky tests (issue 61): the flips the newest
+        batches of the repository recorded (`model.state.flaky_in_repository`)."""
+        return flaky_in_repository([batch.state for batch in self.all_batches()])
 
     def batches_of(self, slug: str) -> list[StoredBatch]:
         if slug not in self._latest_seen:  # before the listing: a batch started after this

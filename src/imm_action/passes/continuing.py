@@ -7,7 +7,7 @@ the new batch's first state move together or not at all."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from imm_action.errors import ImmError, NeedsHumanError, UsageError
 from imm_action.git.refs import RefStore
@@ -63,8 +63,6 @@ class StartPlan:
     settled: tuple[SettledTask, ...] = ()  # the plan's already_settled tasks, with commits
     parallel_asked: int | None = None  # the max_parallel the person asked for, if any
     max_cost_usd: float | None = None  # the new batch's cost budget (config or command line)
-    # the flips the repository's newest batches recorded (issue 61): known flaky from the start
-    flaky_before: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -134,7 +132,8 @@ class Continuing:
         continues = Continuation(
             batch_id=stopped.state.batch_id, kept=kept, changed=changed, merged_base=merged
         )
-        state = new_batch_state(start, now, children, head, kept_commits(stopped.state, children))
+        state = new_batch_state(start, now, children, head, kept_commits(stopped.state, children),
+                                flaky_before=self.store.flaky_in_repository())  # fmt: skip
         # The stopped batch's settings go on unless the person asks for others (issue 41 #2):
         # a retry must not widen the lanes, nor refuse the person's own `--max-parallel`.
         parallel = start.parallel_asked or stopped.state.max_parallel
@@ -249,11 +248,18 @@ def nothing_to_continue(plan: BatchPlan) -> str:
 
 
 def new_batch_state(
-    start: StartPlan, now: str, children: list[BatchChild], head: str, commits: list[str]
+    start: StartPlan,
+    now: str,
+    children: list[BatchChild],
+    head: str,
+    commits: list[str],
+    *,
+    flaky_before: Mapping[str, int],
 ) -> BatchRunState:
     """The first state of a batch started (or continuing another) at `head`: every task of
     the plan is a child, settled by an earlier batch on this line, or excluded by the plan
-    with its reason — none is dropped silently (issue 41)."""
+    with its reason — none is dropped silently (issue 41). `flaky_before`: the flips the
+    repository's newest batches recorded (issue 61), known flaky from its start."""
     plan = start.plan
     settled_tasks = {c.task_id for c in plan.children if c.status == "already_settled"}
     settled = [known for known in start.settled if known.task_id in settled_tasks]
@@ -293,7 +299,7 @@ def new_batch_state(
         updated_at=now,
         plan_commit=start.base_head,  # the commit the request planned from
         settled_before=settled,
-        flaky_before=dict(start.flaky_before),
+        flaky_before=dict(flaky_before),
     )
 
 

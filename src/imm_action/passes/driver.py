@@ -44,7 +44,7 @@ from imm_action.integrate.stack_record import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
 from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
-from imm_action.model.state import BatchChild, BatchRunState, flaky_in_repository
+from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import (
     Continuing,
@@ -340,7 +340,6 @@ class _Pass:
             new_batch_id=request.new_batch_id, stopped=request.stopped, retry=request.retry,
             committer=request.committer, settled=request.settled,
             parallel_asked=request.parallel_asked, max_cost_usd=request.max_cost_usd,
-            flaky_before=flaky_in_repository([b.state for b in self.store.all_batches()]),
         )  # fmt: skip
 
     def _stopped(self, existing: str | None) -> StoredBatch | None:
@@ -364,6 +363,7 @@ class _Pass:
             pending_children(plan),
             self.request.base_head,
             [],
+            flaky_before=self.store.flaky_in_repository(),
         )
         self.ports.log(f"starting batch {state.batch_id} at {self.request.base_head[:12]}")
         # The branch is created (or reset from a finished batch) in the same CAS as the state.
