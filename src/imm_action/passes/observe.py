@@ -299,7 +299,7 @@ def observe_candidates(
         top = len(levels) - 1
         build = partial(_built_chain, repo, state, head, scopes=scopes, verify=True, memo=memo,
                         config_file=config_file, intents=intents, gate=gate)  # fmt: skip
-        ahead = _verify_without(verifier, ready, [chain[i] for i in stacked], held, build)
+        ahead = _verify_without(verifier, ready, [chain[i] for i in stacked], levels[0], build)
         try:
             judged = judge_stack(
                 levels, counted(running(verifier, levels), used), verifier.workers.floor,
@@ -389,7 +389,7 @@ def _verify_without(
     verifier: Verifier,
     ready: Sequence[BatchChild],
     stacked: Sequence[CandidateFacts],
-    held: Sequence[Check],
+    head: StackLevel,
     build: Callable[[Sequence[BatchChild]], list[CandidateFacts]],
 ) -> Suspected:
     """What verifies, while bisection's suspects are tried, the stack the pass goes on with if
@@ -398,14 +398,14 @@ def _verify_without(
     candidates: the memo keeps them) — its top's united checks run in the background into the
     cache, so a culprit costs the lanes above it no second round."""
 
-    def suspected(levels: frozenset[int]) -> None:
-        out = {stacked[level - 1].task_id for level in levels}
+    def suspected(suspects: frozenset[int]) -> None:
+        out = {stacked[level - 1].task_id for level in suspects}
         rebuilt = [entry for entry in build([c for c in ready if c.task_id not in out])
                    if verifiable(entry)]  # fmt: skip
         if rebuilt:
-            tops = [StackLevel("", tuple(held))] + [_level(e, frozenset()) for e in rebuilt]
-            checks = tuple(united_checks(tops).values())
-            verifier.verify_ahead([TreeJob(tops[-1].tree, checks)])
+            levels = [head, *(_level(entry, frozenset()) for entry in rebuilt)]
+            checks = tuple(united_checks(levels).values())
+            verifier.verify_ahead([TreeJob(levels[-1].tree, checks)])
 
     return suspected
 
