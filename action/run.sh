@@ -63,6 +63,10 @@ case "$command" in
     if { [ "$command" = reconcile ] || [ "$command" = bisect ]; } && [ -n "${IMM_VERDICTS:-}" ]; then
       args+=(--verdicts "$IMM_VERDICTS")
     fi
+    # The integrate job: its run's stack job dispatched the next round already.
+    if [ "$command" = reconcile ] && [ "${IMM_NEXT_ROUND_ASKED:-}" = true ]; then
+      args+=(--next-round-asked)
+    fi
     exec "$imm" "${args[@]}"
     ;;
   lane-fetch)

@@ -155,6 +155,7 @@ def _reconcile(ns: argparse.Namespace, io: CommandIO) -> int:
         lane_bundles=Path(ns.lane_bundles) if ns.lane_bundles else None,
         fan_out=ns.fan_out,
         verdicts=Path(ns.verdicts) if ns.verdicts else None,
+        next_round_asked=ns.next_round_asked,
     )
     return reconcile.run(args, reconcile.ReconcilePorts(io, initiatives, reporting, _github_run()))
 

@@ -334,6 +334,11 @@ def _add_reconcile(
         "verify jobs uploaded, under DIR, for the checks their shards owed",
     )  # fmt: skip
     rec.add_argument(
+        "--next-round-asked", action="store_true",
+        help="(the integrate job on GitHub) this run's stack job already dispatched the next "
+        "round: ask for none again",
+    )  # fmt: skip
+    rec.add_argument(
         "--report", action="store_true",
         help="report on GitHub (status comment, check run, PR) from the Actions environment",
     )  # fmt: skip

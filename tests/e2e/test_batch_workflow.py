@@ -42,6 +42,10 @@ def test_a_dispatched_batch_of_an_issue_runs_round_after_round_to_completion_rep
     world.dispatch({"initiative": f"#{issue}", "max_parallel": "2"})
     runs = world.run_dispatches()
     assert [run.exit_code for run in runs] == [0, 0, 0], runs[-1].log[-3000:]
+    # each next round was asked for by the stack job, as soon as its tasks could start, and
+    # the integrate job, told so, asked for none (ADR 0075)
+    assert "dispatched the next round for c, d: its lanes run while" in runs[0].log
+    assert "dispatched the next round for e: its lanes run while" in runs[1].log
     # the integrate job's summary (act prints it) sums what every lane's outcome carried
     assert "**Cost:** agents: 5 tasks, $1.25, 6.0 k tokens\n" in runs[-1].log
     assert "Agent: $0.25, 1.2 k tokens over 1 run ($0.25, 1.2 k tokens, 4 turns)." in runs[0].log

@@ -129,7 +129,7 @@ def _moving(
     going carries it on by itself); the reply says which."""
     if state is None or state.batch_state is not BatchState.RUNNING:
         return ""
-    if not needs_continuation(state):
+    if not needs_continuation(state, client.run_in_progress):
         going = _runs_in_flight(state)
         if going:
             return f"\n\nRun {', '.join(str(r) for r in going)} is going and carries it on."

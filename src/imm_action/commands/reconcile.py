@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -38,8 +40,9 @@ from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.lanes.bundles import BundleNote, describe, import_lane_bundles, summary_of
 from imm_action.lanes.github import GitHubRun, import_left_bundles
 from imm_action.model.refs import batch_branch, heads
+from imm_action.model.state import BatchState
 from imm_action.passes.driver import reconcile
-from imm_action.passes.request import FanOut, RoundVerdicts
+from imm_action.passes.request import FanOut, RoundAlive, RoundVerdicts
 from imm_action.ports import Ports
 from imm_action.verify.check_queue import default_workers
 from imm_action.verify.verdicts import read_verdict_files
@@ -69,6 +72,9 @@ class ReconcileArgs:
     fan_out: bool = False
     # The bisect and integrate jobs on GitHub: the verdict files this run's verify jobs uploaded.
     verdicts: Path | None = None
+    # The integrate job on GitHub: this run's stack job dispatched the next round already
+    # (pipelined rounds, ADR 0075), so this job asks for none.
+    next_round_asked: bool = False
 
 
 DEFAULT_TOKEN_NOTE = (
@@ -148,16 +154,24 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
     if result.admitted:
         io.warn(f"imm: admitted {', '.join(result.admitted)}")
     stored = result.stored
+    next_round = False
     if github is not None:
         earlier = tuple(h for h in (start_head, stored.state.base_head) if h is not None)
         _report(github, batch_repo, stored, args, unisolated=place.confinement.unconfined_reason,
                 earlier_heads=earlier)  # fmt: skip
+        next_round = _next_round(github, args, stored, result.startable, request.round_alive)
+        if next_round and args.fan_out:
+            io.warn(
+                f"imm: dispatched the next round for {', '.join(result.startable)}: its lanes "
+                "run while this stack is verified"
+            )
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         outputs = pass_outputs(stored.state, result.admitted, timeout)
         if request.fan_out is not None:
             stage = 2 if args.verdicts is not None else 1  # the bisect job's, or the stack job's
             outputs.update(verify_outputs(stored.state, request.fan_out.run_id, stage))
+        outputs["next-round"] = "true" if next_round else "false"
         write_outputs(args.actions, outputs)
         url = github.repository_url if github is not None else ""
         integration = [stack.line() for stack in result.stacks]
@@ -179,11 +193,24 @@ def _verify_jobs(
     workers = config.verify_parallel or default_workers().floor
     rules = FanOutRules(config.verify_runners, workers, config.verify_fan_out_seconds * 1000)
     found: dict[str, Any] = {"verify_jobs": True}
+    if github_run is not None:
+        found["round_alive"] = _round_alive(github_run)
     if args.fan_out:
         found["fan_out"] = FanOut(run_id, rules)
     if args.verdicts is not None:
         found["verdicts"] = RoundVerdicts(run_id, read_verdict_files(args.verdicts))
     return found
+
+
+def _round_alive(github_run: GitHubRun) -> RoundAlive:
+    """Whether another run whose round the state records is still in progress (its own
+    jobs take that round), asked of GitHub once per run and pass."""
+
+    @functools.cache
+    def alive(run_id: int) -> bool:
+        return run_id != github_run.run_id and github_run.client.run_in_progress(run_id)
+
+    return alive
 
 
 def _run_id_from_environment() -> int:
@@ -258,11 +285,31 @@ def _report(
         issues = batch_repo.initiatives.task_issues(state.initiative_slug)
         target = replace(target, close_integrated=True, task_issues=issues)
     publish_report(github.client, stored.report, state, target)
-    # the plan job admits; the stack and bisect jobs (--fan-out) hand on to the jobs after
-    # them in this run: only the integrate job asks for the next round
-    if not args.admit and not args.fan_out and needs_continuation(state):
-        inputs = continuation_inputs(args.given_as or args.slug, state.batch_id)
-        github.client.dispatch(github.workflow, github.ref, inputs)
+
+
+def _next_round(
+    github: GitHubReporting,
+    args: ReconcileArgs,
+    stored: StoredBatch,
+    startable: Sequence[str],
+    round_alive: RoundAlive,
+) -> bool:
+    """Ask for the next round; whether this job did. The plan job admits, and the bisect job
+    hands on to the jobs after it. The stack job asks as soon as lanes could start — on its
+    stack's lane commits (speculative lanes), or in slots this run's lanes freed — so they run
+    while the stack is verified (pipelined rounds, ADR 0075); the integrate job asks when the
+    batch still waits on lanes or verify jobs nobody will start, unless the stack job asked."""
+    state = stored.state
+    if args.admit or state.batch_state is not BatchState.RUNNING:
+        return False
+    if args.fan_out:
+        if args.verdicts is not None or not startable:
+            return False
+    elif args.next_round_asked or not needs_continuation(state, round_alive):
+        return False
+    inputs = continuation_inputs(args.given_as or args.slug, state.batch_id)
+    github.client.dispatch(github.workflow, github.ref, inputs)
+    return True
 
 
 def continuation_inputs(initiative: str, batch_id: str) -> dict[str, str]:

@@ -135,7 +135,7 @@ def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRo
     if stored is None:
         raise UsageError(f"no batch {args.batch_id}")
     state = stored.state
-    fanned = state.verifying
+    fanned = _round_of(state, args.environment)
     if fanned is None:
         raise UsageError(f"batch {args.batch_id} has no checks fanned out to verify jobs")
     if not 1 <= args.shard <= len(fanned.shards):
@@ -144,9 +144,21 @@ def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRo
         )
     ref = verify_ref(state.batch_id)
     top = refs.read([ref])[ref]
-    if top != fanned.top:
+    # the ref follows the newest round; an earlier run's round (pipelined rounds, ADR 0075)
+    # is fetched with the state, whose commit keeps its top
+    earlier = fanned is not state.verifying
+    if (top != fanned.top and not earlier) or refs.repo.commit_if_present(fanned.top) is None:
         raise UsageError(
             f"the verify ref of batch {args.batch_id} is at {top or 'nothing'}, not at the "
             f"round's top {fanned.top}: another round took over"
         )
     return state, fanned, fanned.shards[args.shard - 1]
+
+
+def _round_of(state: BatchRunState, environment: Mapping[str, str]) -> VerifyRound | None:
+    """This workflow run's round, where the job knows its run (GITHUB_RUN_ID); else the
+    newest."""
+    run_id = environment.get("GITHUB_RUN_ID", "")
+    if run_id.isdigit():
+        return state.round_of(int(run_id)) or state.verifying
+    return state.verifying

@@ -384,6 +384,20 @@ class GitHubClient:
 
         return self.call(f"list the jobs of workflow run {run_id}", read)
 
+    def run_in_progress(self, run_id: int) -> bool:
+        """Whether workflow run `run_id` has not completed yet (queued, waiting or in progress);
+        False for a run that no longer exists."""
+
+        def read() -> bool:
+            try:
+                return self._repo().get_workflow_run(run_id).status != "completed"
+            except GithubException as error:
+                if error.status == 404:
+                    return False
+                raise
+
+        return self.call(f"read workflow run {run_id}", read)
+
     def dispatch(self, workflow: str, ref: str, inputs: dict[str, str]) -> DispatchedRun | None:
         """Start `workflow` on `ref`; the run GitHub started, where it says (a GitHub Enterprise
         Server without `return_run_details` answers 204 and names none)."""

@@ -152,14 +152,15 @@ def target_for(state: BatchRunState, head_sha: str, repository_url: str) -> Repo
     )
 
 
-def needs_continuation(state: BatchRunState) -> bool:
+def needs_continuation(state: BatchRunState, round_alive: Callable[[int], bool]) -> bool:
     """Whether the batch waits on lanes nobody will start: running, nothing in flight, and a
     pending child whose dependencies are done (the matrix of this run has finished); or on
     verify jobs nobody will start: a stack whose verify jobs left a shard without a verdict,
-    its lanes ended (issue 32)."""
+    its lanes ended (issue 32), in a round no run still in progress will take (ADR 0075)."""
     if state.batch_state is not BatchState.RUNNING:
         return False
-    if state.verifying is not None and not any(
+    owed = [r for r in state.verify_rounds if not round_alive(r.run_id)]
+    if owed and not any(
         child.state in (ChildState.LANE_ADMITTED, ChildState.SETTLED) for child in state.children
     ):
         return True

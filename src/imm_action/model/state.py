@@ -47,6 +47,11 @@ TERMINAL_BATCH_STATES = frozenset(
 _NO_FLIGHT_BATCH_STATES = TERMINAL_BATCH_STATES - {BatchState.COMPLETED}
 
 
+# rounds of earlier runs kept beside the newest (ADR 0075): more runs than this overlapping
+# means something keeps dispatching; the oldest is then left to the next stack job
+MAX_EARLIER_ROUNDS = 8
+
+
 class ChildState(StrEnum):
     PENDING = "pending"
     LANE_ADMITTED = "lane_admitted"
@@ -257,6 +262,12 @@ class BatchRunState(StrictModel):
     # The round's checks fanned out to verify jobs (issue 32, decision 0054), until the job
     # that moves the branch has taken their verdicts. None: verified on the integrating runner.
     verifying: VerifyRound | None = None
+    # Rounds of earlier workflow runs whose verify jobs were still at work when a later run's
+    # stack job fanned out its own stack (pipelined rounds, issue 61, ADR 0075): each is taken
+    # by its own run's integrate job. Oldest first; `verifying` is the newest round.
+    verifying_earlier: Annotated[list[VerifyRound], Field(max_length=MAX_EARLIER_ROUNDS)] = Field(
+        default_factory=list
+    )
     # The plan's tasks that earlier batches settled (issue 41): with the children and the
     # plan's excluded tasks, every task of the plan is accounted for. Empty in older states.
     settled_before: list[SettledTask] = Field(default_factory=list)
@@ -291,6 +302,15 @@ class BatchRunState(StrictModel):
     # What the batches this one continues spent on agents, summed along the line (issue 45):
     # counted against `budget.max_cost_usd` with this batch's own spend. None: nothing before.
     spent_before: AgentSpend | None = None
+
+    @property
+    def verify_rounds(self) -> list[VerifyRound]:
+        """Every round fanned out to verify jobs and not yet taken, oldest first."""
+        return [*self.verifying_earlier, *([self.verifying] if self.verifying else [])]
+
+    def round_of(self, run_id: int) -> VerifyRound | None:
+        """The round workflow run `run_id` fanned out, while its verdicts are not taken."""
+        return next((r for r in self.verify_rounds if r.run_id == run_id), None)
 
     @property
     def judged_at(self) -> str:

@@ -70,7 +70,7 @@ from imm_action.passes.request import (
     PassResult,
 )
 from imm_action.passes.speculative import admit_lanes
-from imm_action.passes.verify_round import fanned_out, take_verdicts
+from imm_action.passes.verify_round import fanned_out, take_verdicts, with_rounds
 from imm_action.verify.result_cache import ResultCache
 
 
@@ -105,7 +105,7 @@ def reconcile(
             continue
         return PassResult(
             done.stored, done.admitted, done.integrated, lost, done.head, done.unverified,
-            tuple(done.stacks), done.base_check_runs,
+            tuple(done.stacks), done.base_check_runs, done.startable,
         )  # fmt: skip
     raise GaveUpError(
         f"gave up after {MAX_LOST_RACES} lost races on the refs of {request.slug}; the last: {last}"
@@ -121,6 +121,7 @@ class _Done:
     unverified: tuple[str, ...] = ()
     stacks: Sequence[StackRecord] = ()
     base_check_runs: int = 0
+    startable: tuple[str, ...] = ()
 
 
 class _Pass:
@@ -224,19 +225,26 @@ class _Pass:
         stale = self._stale_lane_refs(state, admitted)
         if self.request.fan_out is not None:
             state = fanned_out(
-                state, self.request.fan_out, self.observed, unverified, self.ports.log
-            )
+                state, self.request.fan_out, self.observed, unverified, self.ports.log,
+                round_alive=self.request.round_alive,
+            )  # fmt: skip
+        startable = tuple(startable_children(state, self.rules))
+        if verdict(state, startable).batch_state.is_terminal:
+            state = with_rounds(state, [])  # no verify job's verdict can matter any more
         stale += self._verify_ref(loaded, state)
+        # an earlier run's verify jobs fetch its round's top by id: the ref follows the newest
+        self.keep += [earlier.top for earlier in state.verifying_earlier]
         state = t.note_unconfined(state, self.unconfined)
         if self.gate.checks or self.gate.held != "all":  # say what gated its moves
             state = t.note_held_checks(state, self.gate.held)
         tree = self.repo.commit(head).tree
         self.results.hold(tree)  # the head's runs stay: candidates are judged by its tests
         state = self._branch_verdicts(state, head, tree)
-        stored = self.apply.persist(stored, state, self._verdict(state), stale, self.keep)
+        stored = self.apply.persist(stored, state, verdict(state, startable), stale, self.keep)
         return _Done(
-            stored, admitted, integrated, head, unverified, self.stacks, self.base_check_runs
-        )
+            stored, admitted, integrated, head, unverified, self.stacks, self.base_check_runs,
+            startable,
+        )  # fmt: skip
 
     def _verify_ref(self, before: BatchRunState, state: BatchRunState) -> list[RefUpdate]:
         """The round's verify ref follows `verifying`: the top candidate while verify jobs run

@@ -46,6 +46,14 @@ def jittered_pause(lost: int) -> None:
     time.sleep(random.uniform(0.005, 0.02 * (lost + 1)))
 
 
+RoundAlive = Callable[[int], bool]
+
+
+def no_other_run(run_id: int) -> bool:
+    """Off GitHub, or where no run can be asked about: no other run is in progress."""
+    return False
+
+
 @dataclass(frozen=True)
 class PassRequest:
     slug: str
@@ -95,6 +103,9 @@ class PassRequest:
     fan_out: FanOut | None = None
     verdicts: RoundVerdicts | None = None
     verify_jobs: bool = False
+    # Whether another workflow run, whose round of verify jobs the state records, is still in
+    # progress (pipelined rounds, ADR 0075): its own integrate job takes that round.
+    round_alive: RoundAlive = no_other_run
 
 
 @dataclass(frozen=True)
@@ -135,6 +146,7 @@ class PassResult:
     unverified: tuple[str, ...] = ()  # lane-committed children waiting for checks (`verify`)
     stacks: tuple[StackRecord, ...] = ()  # each round's stack, as verified (SPEC §5.4)
     base_check_runs: int = 0  # the branch checks run on the base before any lane (issue 61)
+    startable: tuple[str, ...] = ()  # children a plan pass would admit now
 
 
 class GaveUpError(ImmError):
