@@ -212,6 +212,9 @@ def test_two_rounds_verified_at_once_each_land_on_their_own_verdicts(
     assert git(flow.remote, "rev-parse", verify_ref(flow.state().batch_id)).strip() == (
         _round(flow, second).top
     )
+    (check_run,) = fake.repo(REPO).check_runs.values()
+    assert f"Verification (run {first}): verifying 2 checks" in str(check_run["output"])
+    assert f"Verification (run {second}): verifying 3 checks" in str(check_run["output"])
     # run 1's verify jobs start late: their round's top is still fetched, by the state
     assert flow.verify_jobs(first) == 2
     err = flow.job(first, verdicts=True, next_round_asked=True)

@@ -280,9 +280,21 @@ def github_batch_markdown(report: BatchRunReport, state: BatchRunState, reposito
             f"{done} of {plural(len(report.children), 'task')} integrated into "
             f"`{state.branch}` · batch `{report.batch_id}` · "
             f"{plural(report.lanes_started, 'lane')} started",
-            *(["", f"Verification: {shard_line(state.verifying)}."] if state.verifying else []),
+            *_verification(state),
             *batch_body(report, state, rows, comment_commands(report)),
         ]
+    )
+
+
+def _verification(state: BatchRunState) -> list[str]:
+    """What the verify jobs are doing, a line per round (two overlap in pipelined rounds)."""
+    rounds = state.verify_rounds
+    if len(rounds) == 1:
+        return ["", f"Verification: {shard_line(rounds[0])}."]
+    return (
+        ["", *(f"Verification (run {r.run_id}): {shard_line(r)}." for r in rounds)]
+        if rounds
+        else []
     )
 
 
