@@ -16,7 +16,7 @@ whose lanes run while its stack is verified) and for REV (one round at a time), 
 the same run; with the ideal: the chain's lanes end to end.
 
     python benchmarks/pipelined_rounds.py [--tasks 4] [--lane 6] [--verify 6] [--repeat 3]
-        [--against 67939f9]
+        [--against 67939f9] [--trace]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class World:
     runs: list[threading.Thread] = field(default_factory=list)
     started: int = 0  # dispatches given a run
     failures: list[str] = field(default_factory=list)
+    spans: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, job)
 
     @property
     def remote(self) -> Path:
@@ -80,6 +81,7 @@ class World:
 
     def imm(self, run_id: int, job: str, *args: str) -> dict[str, str]:
         """One imm step of a job of run `run_id`, in a checkout of its own; its outputs."""
+        begun = time.perf_counter()
         checkout = self.clone(f"{run_id}-{job}")
         outputs = checkout.parent / f"{run_id}-{job}.out"
         outputs.touch()
@@ -98,6 +100,7 @@ class World:
         )  # fmt: skip
         if done.returncode not in (0, 1):
             self.failures.append(f"run {run_id} {job}: {done.stderr[-2000:]}")
+        self.spans.append((begun, time.perf_counter(), f"run {run_id} {job}"))
         return read_outputs(outputs.read_text())
 
     def workflow_run(self, run_id: int, inputs: dict[str, str]) -> None:
@@ -135,6 +138,7 @@ class World:
         """The lane job: the agent's time, then its commit on its base, published."""
         job = self.github.add_job(REPO, run_id, f"imm lane {task}")
         self.github.move_job(REPO, job, "in_progress")
+        begun = time.perf_counter()
         time.sleep(self.lane_s)
         checkout = self.clone(f"{run_id}-lane-{task}")
         from imm_action.batches.repo import open_batch_repo
@@ -152,6 +156,7 @@ class World:
                                   batch_id=stored.state.batch_id)  # fmt: skip
         publish(checkout, task, commit, slug="bench", remote="origin")
         self.github.move_job(REPO, job, "completed", "success")
+        self.spans.append((begun, time.perf_counter(), f"run {run_id} lane {task}"))
 
     def verify_jobs(self, run_id: int, batch: str, job: dict[str, str], into: Path) -> None:
         if job.get("has-verify") != "true":
@@ -205,7 +210,9 @@ def batch_state(world: World) -> str:
     return str(batches[-1].state.batch_state) if batches else "none"
 
 
-def measure(src: Path, tasks: int, lane_s: float, verify_s: float) -> tuple[float, int]:
+def measure(
+    src: Path, tasks: int, lane_s: float, verify_s: float, trace: bool = False
+) -> tuple[float, int]:
     """Wall seconds from the first dispatch to the batch completed, and the runs it took."""
     scratch = Path(tempfile.mkdtemp(prefix="imm-pipelined-"))
     try:
@@ -232,6 +239,8 @@ def measure(src: Path, tasks: int, lane_s: float, verify_s: float) -> tuple[floa
                         break
                 time.sleep(0.05)
             wall = time.perf_counter() - started
+            for begun, ended, job in sorted(world.spans) if trace else []:
+                print(f"    {begun - started:6.1f} {ended - started:6.1f}  {job}")
             if world.failures:
                 raise SystemExit("\n".join(world.failures))
             state = batch_state(world)
@@ -255,6 +264,7 @@ def main() -> int:
     parser.add_argument("--verify", type=float, default=6.0, help="each check's seconds")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--against", default="67939f9", help="one round at a time: this REV")
+    parser.add_argument("--trace", action="store_true", help="print every job's span")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     print(f"a chain of {args.tasks} tasks, lanes {args.lane} s, every check {args.verify} s; "
@@ -265,7 +275,7 @@ def main() -> int:
     try:
         for repeat in range(args.repeat):  # alternated: the load falls on both alike
             for name, src in trees.items():
-                wall, runs = measure(src, args.tasks, args.lane, args.verify)
+                wall, runs = measure(src, args.tasks, args.lane, args.verify, args.trace)
                 found[name].append((wall, runs))
                 print(f"  {name:>10}: {wall:6.1f} s, {runs} runs   (run {repeat + 1})", flush=True)
     finally:
