@@ -7,12 +7,15 @@ job takes its own verdicts, lands what they judge, and leaves the other round to
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from imm_action.actions.runtime import ActionsFiles
 from imm_action.carriers.source import Initiatives, NoIssueSource
 from imm_action.commands import reconcile, verify
 from imm_action.console import CommandIO
@@ -28,12 +31,23 @@ from tests.conftest import descriptor, git
 from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
+# a `name<<DELIMITER` block of $GITHUB_OUTPUT, as the runner reads it
+OUTPUT_BLOCK = re.compile(
+    r"^(?P<name>[\w-]+)<<(?P<end>\S+)\n(?P<value>.*?)\n(?P=end)$",
+    re.M | re.S,
+)
 
 
 def _check(task: str) -> str:
+    """`task`'s file holds its name; a's check also finds no task's file saying `broken`."""
+    others = (
+        " and not any('broken' in p.read_text() for p in pathlib.Path('.').glob('?.txt'))"
+        if task == "a"
+        else ""
+    )
     code = (
         f"import pathlib,sys; t=pathlib.Path({task + '.txt'!r}); "
-        f"sys.exit(0 if t.exists() and {task!r} in t.read_text() else 1)"
+        f"sys.exit(0 if t.exists() and {task!r} in t.read_text(){others} else 1)"
     )
     return descriptor(["-c", code])
 
@@ -75,12 +89,16 @@ class Workflow:
     def job(self, run_id: int, *, admit: bool = False, fan_out: bool = False,
             verdicts: bool = False, next_round_asked: bool = False) -> str:  # fmt: skip
         """One pass of a job of run `run_id`: the plan job (`admit`), the stack job
-        (`fan_out`), the integrate job (`verdicts`). What it logged."""
+        (`fan_out`), the bisect job (both), the integrate job (`verdicts`). What it logged;
+        its step outputs in `self.outputs`."""
         batch = None if admit and not self.dispatches() else self.state().batch_id
+        files = ActionsFiles(self.tmp / f"output-{run_id}", self.tmp / f"summary-{run_id}")
+        assert files.output is not None
+        files.output.write_text("")
         args = reconcile.ReconcileArgs(
             "init", self.project, batch, admit, "origin", "text", os.environ["PATH"],
             fan_out=fan_out, verdicts=self.verdicts(run_id) if verdicts else None,
-            next_round_asked=next_round_asked,
+            next_round_asked=next_round_asked, actions=files,
         )  # fmt: skip
         sink = io.StringIO()
         reporting = reconcile.GitHubReporting(self.client, f"https://github.example/{REPO}")
@@ -91,25 +109,33 @@ class Workflow:
         code = reconcile.run(args, ports)
         assert code in (0, 1), sink.getvalue()
         self.log.write(sink.getvalue())
+        blocks = OUTPUT_BLOCK.finditer(files.output.read_text())
+        self.outputs = {block["name"]: block["value"] for block in blocks}
         return sink.getvalue()
 
-    def lane(self, task: str) -> None:
+    def integrate_job_ended(self, run_id: int) -> None:
+        """Run `run_id`'s integrate job ended, its run not yet (GitHub ends a run after)."""
+        job = self.fake.add_job(REPO, run_id, "integrate")
+        self.fake.move_job(REPO, job, "completed", "success")
+
+    def lane(self, task: str, text: str = "") -> None:
         """The lane job: its commit on the base it was admitted on, published."""
         state = self.state()
         child = next(c for c in state.children if c.task_id == task)
         assert child.lane is not None, f"{task} was not admitted"
         git(self.project, "fetch", "-q", "origin", child.lane.base_head)
-        files = {f"{task}.txt": f"{task}\n"}
+        files = {f"{task}.txt": text or f"{task}\n"}
         commit = make_lane_commit(
             self.project, child.lane.base_head, task, files, batch_id=state.batch_id
         )
         publish(self.project, task, commit, remote="origin")
 
-    def verify_jobs(self, run_id: int) -> int:
-        """Every verify job of run `run_id`'s round, each in a fresh clone; how many ran."""
+    def verify_jobs(self, run_id: int, stage: int = 1) -> int:
+        """Every verify job of a stage of run `run_id`'s round, each in a fresh clone; how
+        many ran."""
         fanned = self.state().round_of(run_id)
         assert fanned is not None, f"run {run_id} has no round"
-        for shard in fanned.shards:
+        for shard in fanned.of_stage(stage):
             job = self.tmp / f"verify-{run_id}-{shard.index}"
             git(self.tmp, "clone", "-q", str(self.remote), str(job))
             name = verdict_artifact(self.state().batch_id, run_id, shard.index)
@@ -121,7 +147,7 @@ class Workflow:
             sink = io.StringIO()
             code = verify.run(args, Ports(CommandIO(sink, sink), Initiatives(job, NoIssueSource())))
             assert code == 0, sink.getvalue()
-        return len(fanned.shards)
+        return len(fanned.of_stage(stage))
 
     def verdicts(self, run_id: int) -> Path:
         return self.tmp / f"verdicts-{run_id}"
@@ -220,7 +246,7 @@ def test_two_rounds_verified_at_once_each_land_on_their_own_verdicts(
     err = flow.job(first, verdicts=True, next_round_asked=True)
     assert flow.landed() == ["a", "c"]
     assert "0 check runs here, 2 on verify runners" in err, err
-    assert "leaves the rest to them" in err
+    assert "b: left to the later run that admitted them" in err
     assert flow.rounds() == [second]
     assert flow.states()["b"] == "lane_committed"
     flow.end(first)
@@ -230,6 +256,38 @@ def test_two_rounds_verified_at_once_each_land_on_their_own_verdicts(
     assert "0 check runs here, 3 on verify runners" in err, err
     assert flow.rounds() == []
     assert flow.state().batch_state == "completed"
+
+
+def test_an_earlier_round_bisects_on_its_own_verify_jobs_while_a_later_one_is_newest(
+    tmp_path: Path, fake: FakeGitHub
+) -> None:
+    flow = Workflow(tmp_path, fake)
+    first = flow.run()
+    flow.job(first, admit=True)
+    flow.lane("a")
+    flow.lane("c", "c\nbroken\n")  # breaks a's check from its level up
+    flow.job(first, fan_out=True)
+    second = flow.run()
+    flow.job(second, admit=True)
+    flow.lane("b")
+    flow.job(second, fan_out=True)
+    assert flow.rounds() == [first, second]
+    flow.verify_jobs(first)
+    flow.job(first, fan_out=True, verdicts=True)  # run 1's bisect job
+    probes = json.loads(flow.outputs["verify-matrix"])["include"]
+    assert flow.outputs["has-verify"] == "true"
+    assert [entry["checks"] for entry in probes] == ["1"]  # a's check on a's level
+    assert flow.rounds() == [first, second]
+    flow.verify_jobs(first, stage=2)
+    err = flow.job(first, verdicts=True, next_round_asked=True)
+    assert "bisection found c (a:ok first failed on" in err, err
+    assert flow.landed() == ["a"]
+    assert flow.states()["c"] == "needs_human"
+    flow.end(first)
+    flow.verify_jobs(second)  # on a stack that held c: its verdicts match nothing now
+    flow.job(second, verdicts=True, next_round_asked=True)
+    assert flow.landed() == ["a", "b"]
+    assert flow.rounds() == []
 
 
 def test_a_later_round_that_lands_everything_first_ends_the_batch_and_the_earlier_round(
@@ -250,6 +308,43 @@ def test_a_later_round_that_lands_everything_first_ends_the_batch_and_the_earlie
     assert verify_ref(flow.state().batch_id) not in git(flow.remote, "for-each-ref")
     flow.job(first, verdicts=True)
     assert flow.state().batch_state == "completed"
+
+
+def _a_lane_of_run_two_ended(flow: Workflow) -> tuple[int, int]:
+    """Run 1's stack fanned out; run 2's lane b, built on a's lane commit, has ended (its
+    outcome published), and run 2's stack job has not run yet."""
+    first = _first_round_fanned_out(flow)
+    second = flow.run()
+    flow.job(second, admit=True)
+    flow.lane("b")
+    flow.verify_jobs(first)
+    return first, second
+
+
+def test_an_integrate_job_verifying_itself_leaves_a_running_runs_lanes_to_that_run(
+    tmp_path: Path, fake: FakeGitHub
+) -> None:
+    flow = Workflow(tmp_path, fake)
+    first, second = _a_lane_of_run_two_ended(flow)
+    err = flow.job(first, verdicts=True, next_round_asked=True)
+    assert flow.landed() == ["a", "c"]  # b is run 2's: its stack job fans it out
+    assert "0 check runs here, 2 on verify runners" in err, err
+    flow.job(second, fan_out=True)
+    assert flow.rounds() == [second]
+    flow.verify_jobs(second)
+    flow.job(second, verdicts=True, next_round_asked=True)
+    assert flow.landed() == ["a", "b", "c"]
+
+
+def test_the_lanes_of_a_run_whose_integrate_job_ended_are_taken_by_the_next_integrate_job(
+    tmp_path: Path, fake: FakeGitHub
+) -> None:
+    flow = Workflow(tmp_path, fake)
+    first, second = _a_lane_of_run_two_ended(flow)
+    flow.integrate_job_ended(second)  # its run not ended yet: GitHub ends it after
+    err = flow.job(first, verdicts=True, next_round_asked=True)
+    assert flow.landed() == ["a", "b", "c"]
+    assert "verified 3 lanes as one stack (a, c, b): 3 check runs" in err, err
 
 
 def test_a_round_with_no_lane_of_its_own_fans_out_nothing_a_running_round_owes(

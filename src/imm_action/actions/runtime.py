@@ -137,12 +137,8 @@ def verify_outputs(state: BatchRunState, run_id: int, stage: int) -> dict[str, s
     """The stack job's (stage 1) or the bisect job's (stage 2): its verify jobs' matrix (issue
     32), one entry per shard of the stage it added in this run, labelled so the Actions UI
     reads `imm verify 2/8 @ 1a2b3c4d5e6f`; empty when it added none."""
-    fanned = state.verifying
-    shards = (
-        fanned.of_stage(stage)
-        if fanned is not None and fanned.run_id == run_id and fanned.stage == stage
-        else []
-    )
+    fanned = state.round_of(run_id)  # not always the newest: rounds overlap (ADR 0075)
+    shards = fanned.of_stage(stage) if fanned is not None and fanned.stage == stage else []
     top = fanned.top[:12] if fanned is not None else ""
     include = [
         {"shard": str(shard.index), "label": f"{number}/{len(shards)}", "top": top,

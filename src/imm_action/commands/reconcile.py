@@ -203,14 +203,25 @@ def _verify_jobs(
 
 
 def _round_alive(github_run: GitHubRun) -> RoundAlive:
-    """Whether another run whose round the state records is still in progress (its own
-    jobs take that round), asked of GitHub once per run and pass."""
+    """Whether another run's integrate job may still come — the run is in progress and its
+    integrate job has not ended — so that its round and its lanes are left to it (ADR 0075);
+    asked of GitHub once per run and pass."""
+    client = github_run.client
 
     @functools.cache
     def alive(run_id: int) -> bool:
-        return run_id != github_run.run_id and github_run.client.run_in_progress(run_id)
+        if run_id == github_run.run_id or not client.run_in_progress(run_id):
+            return False
+        jobs = client.run_jobs(run_id) or []
+        return not any(job.status == "completed" and _integrate_job(job.name) for job in jobs)
 
     return alive
+
+
+def _integrate_job(name: str) -> bool:
+    """The shipped workflow's integrate job, called from another workflow (`caller / integrate`)
+    or not."""
+    return name == "integrate" or name.endswith(" / integrate")
 
 
 def _run_id_from_environment() -> int:

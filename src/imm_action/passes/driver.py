@@ -43,7 +43,7 @@ from imm_action.integrate.reasons import BASE_CHECK_FAILED
 from imm_action.integrate.stack_record import StackRecord
 from imm_action.integrate.store import StateStore, StoredBatch
 from imm_action.integrate.verdict import Verdict, plan_changed_verdict, verdict
-from imm_action.model.refs import batch_branch, heads, lane_branch, lane_outcome_ref, verify_ref
+from imm_action.model.refs import batch_branch, heads
 from imm_action.model.state import BatchChild, BatchRunState
 from imm_action.passes.apply import Applier
 from imm_action.passes.continuing import (
@@ -62,6 +62,7 @@ from imm_action.passes.observe import (
     recorded_head,
     stack_record,
 )
+from imm_action.passes.pass_refs import current_lane_refs, stale_lane_refs, verify_ref_update
 from imm_action.passes.request import (
     MAX_LOST_RACES,
     GaveUpError,
@@ -70,7 +71,7 @@ from imm_action.passes.request import (
     PassResult,
 )
 from imm_action.passes.speculative import admit_lanes
-from imm_action.passes.verify_round import fanned_out, take_verdicts, with_rounds
+from imm_action.passes.verify_round import fanned_out, own_lanes, take_verdicts, with_rounds
 from imm_action.verify.result_cache import ResultCache
 
 
@@ -141,6 +142,7 @@ class _Pass:
         self.stacks: list[StackRecord] = []  # what each round of integration verified
         self.base_check_runs = 0  # the branch checks run on the base (the green-base check)
         self.keep: list[str] = []  # speculative lanes' bases, kept by the state commit
+        self.left: set[str] = set()  # lanes left to the later run that admitted them
         self.continued = False  # this pass started a continuation: the request's decision is in it
         self.verify = request.verify and request.fan_out is None  # may this pass run checks?
         self.observed: ObservedStack | None = None  # the last stack the pass observed
@@ -222,7 +224,7 @@ class _Pass:
             state = self._green_base(state, head)
             if not (state.stop_reason or "").startswith(BASE_CHECK_FAILED):
                 state, admitted = self._admit(state, head)
-        stale = self._stale_lane_refs(state, admitted)
+        stale = stale_lane_refs(self.ports.refs, state, admitted)
         if self.request.fan_out is not None:
             state = fanned_out(
                 state, self.request.fan_out, self.observed, unverified, self.ports.log,
@@ -231,7 +233,7 @@ class _Pass:
         startable = tuple(startable_children(state, self.rules))
         if verdict(state, startable).batch_state.is_terminal:
             state = with_rounds(state, [])  # no verify job's verdict can matter any more
-        stale += self._verify_ref(loaded, state)
+        stale += verify_ref_update(self.ports.refs, loaded, state)
         # an earlier run's verify jobs fetch its round's top by id: the ref follows the newest
         self.keep += [earlier.top for earlier in state.verifying_earlier]
         state = t.note_unconfined(state, self.unconfined)
@@ -245,32 +247,6 @@ class _Pass:
             stored, admitted, integrated, head, unverified, self.stacks, self.base_check_runs,
             startable,
         )  # fmt: skip
-
-    def _verify_ref(self, before: BatchRunState, state: BatchRunState) -> list[RefUpdate]:
-        """The round's verify ref follows `verifying`: the top candidate while verify jobs run
-        it, gone once its verdicts are taken (moved in the state's own CAS, so the two never
-        disagree: a batch that never fanned out reads no ref for it)."""
-        if before.verifying is None and state.verifying is None:
-            return []
-        ref = verify_ref(state.batch_id)
-        old = self.ports.refs.read([ref])[ref]
-        new = state.verifying.top if state.verifying is not None else None
-        return [] if old == new else [RefUpdate(ref, new, old)]
-
-    def _stale_lane_refs(self, state: BatchRunState, admitted: Sequence[str]) -> list[RefUpdate]:
-        """A lane is admitted with no outcome and no lane branch: what an earlier attempt left
-        (a parked lane that `imm retry` sent back) is deleted in the admission's CAS, or the
-        next pass would take the old outcome for the new lane's."""
-        names = [
-            ref
-            for task in admitted
-            for ref in (
-                heads(lane_branch(state.initiative_slug, task)),
-                lane_outcome_ref(state.batch_id, task),
-            )
-        ]
-        found = self.ports.refs.read(names) if names else {}
-        return [RefUpdate(ref, None, old) for ref, old in found.items() if old is not None]
 
     # -- step 1: load or start ------------------------------------------------------------------
     def _load_or_start(self) -> StoredBatch | Reread:
@@ -385,7 +361,10 @@ class _Pass:
     ) -> tuple[StoredBatch, BatchRunState, str, tuple[str, ...], tuple[str, ...]]:
         integrated: list[str] = []
         unverified: tuple[str, ...] = ()
-        while ready := ready_to_integrate(state):
+        # the bisect and integrate jobs judge their own run's stack (ADR 0075)
+        given = self.request.verdicts
+        run_id = given.run_id if given is not None else None
+        while ready := self._own_lanes(state, run_id):
             state = t.judge_head_again(state)
             verifier = self.ports.verifier(self.results)
             observed = observe_candidates(
@@ -410,7 +389,7 @@ class _Pass:
             landing = decide_landings(head, chain)
             if not landing.steps:
                 break
-            lane_refs = self._lane_refs(state, ready)
+            lane_refs = current_lane_refs(self.ports.refs, state, ready)
             # One CAS for the whole round: the branch moves from the head to the last landed
             # candidate, with the state recording every step. A writer killed while git commits
             # the transaction leaves at most the branch ahead of the state, and the next pass
@@ -444,27 +423,14 @@ class _Pass:
                 break
         return stored, state, head, tuple(integrated), unverified
 
-    def _lane_refs(
-        self, state: BatchRunState, ready: list[BatchChild]
-    ) -> dict[str, tuple[tuple[str, str | None], tuple[str, str | None]]]:
-        """Per ready child, its lane branch and outcome ref with where they point now (the
-        branch only while it still holds the lane commit: anything else there is someone's)."""
-        names = {
-            child.task_id: (
-                heads(lane_branch(state.initiative_slug, child.task_id)),
-                lane_outcome_ref(state.batch_id, child.task_id),
-            )
-            for child in ready
-        }
-        found = self.ports.refs.read(ref for pair in names.values() for ref in pair)
-        lane_commits = {c.task_id: c.lane.lane_commit if c.lane else None for c in ready}
-        return {
-            task: (
-                (branch, found[branch] if found[branch] == lane_commits[task] else None),
-                (outcome, found[outcome]),
-            )
-            for task, (branch, outcome) in names.items()
-        }
+    def _own_lanes(self, state: BatchRunState, run_id: int | None) -> list[BatchChild]:
+        ready = ready_to_integrate(state)
+        own = own_lanes(ready, run_id, self.request.round_alive)
+        left = [c.task_id for c in ready if c not in own and c.task_id not in self.left]
+        if left:
+            self.left.update(left)
+            self.ports.log(f"{', '.join(left)}: left to the later run that admitted them")
+        return own
 
     # -- step 6 and 7: admission and the verdict ----------------------------------------------
     def _branch_verdicts(self, state: BatchRunState, head: str, tree: str) -> BatchRunState:

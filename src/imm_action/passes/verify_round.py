@@ -13,7 +13,7 @@ from imm_action.integrate.shards import (
     plan_shards,
 )
 from imm_action.model.shard import VerifyRound, shard_line
-from imm_action.model.state import MAX_EARLIER_ROUNDS, BatchRunState
+from imm_action.model.state import MAX_EARLIER_ROUNDS, BatchChild, BatchRunState, GithubRunner
 from imm_action.passes.observe import ObservedStack
 from imm_action.passes.request import FanOut, PassRequest, RoundAlive, no_other_run
 from imm_action.text import plural
@@ -33,9 +33,9 @@ def take_verdicts(
     """The integrate job: the round's verdicts go into the result cache, and the pass
     verifies what is still owed itself — unless a verify job left a shard without a
     verdict: then nothing unverified lands, and the next round's verify jobs run it again
-    (a shard's checks are never counted passed), up to VERIFY_LOSS_LIMIT rounds. While
-    another run's verify jobs are still at work (pipelined rounds, ADR 0075) the pass runs
-    no check either: it lands what the results judge, and leaves the rest to that run."""
+    (a shard's checks are never counted passed), up to VERIFY_LOSS_LIMIT rounds. A run
+    whose stack another run's round verifies (pipelined rounds, ADR 0075) runs no check
+    either: it lands what the results judge, and leaves the rest to that run."""
     rounds = state.verify_rounds
     if not rounds:
         return VerdictsTaken(state)
@@ -67,14 +67,8 @@ def take_verdicts(
         # the bisect job: what is owed still goes to this run's next stage of verify jobs
         return VerdictsTaken(state, taken=taken)
     rest = [r for r in rounds if r is not fanned]
-    if others:
-        log(
-            f"{plural(len(others), 'later round')} still verified by verify jobs (run "
-            f"{', '.join(str(r.run_id) for r in others)}): this pass lands what the verdicts "
-            "judge and leaves the rest to them"
-        )
     if accepted.complete:
-        return VerdictsTaken(with_rounds(state, rest), verify=not others, taken=taken)
+        return VerdictsTaken(with_rounds(state, rest), taken=taken)
     losses = fanned.losses + 1
     missing = ", ".join(str(index) for index in accepted.missing)
     if losses >= VERIFY_LOSS_LIMIT:
@@ -82,7 +76,7 @@ def take_verdicts(
             f"verify jobs left shard {missing} without a verdict {losses} times: "
             "this runner verifies what they owed"
         )
-        return VerdictsTaken(with_rounds(state, rest), verify=not others, taken=taken)
+        return VerdictsTaken(with_rounds(state, rest), taken=taken)
     log(
         f"verify jobs left shard {missing} without a verdict: its checks are not passed; "
         f"the stack waits for the next round's verify jobs ({losses} of "
@@ -127,8 +121,8 @@ def fanned_out(
     log(shard_line(fanned))
     if this_run is None:
         return with_rounds(state, [*others, fanned])
-    return with_rounds(state, [fanned if r is this_run else r for r in rounds if r in others
-                               or r is this_run])  # fmt: skip
+    kept = [r for r in rounds if r in others or r is this_run]
+    return with_rounds(state, [fanned if r is this_run else r for r in kept])
 
 
 def alive_elsewhere(state: BatchRunState, run_id: int, alive: RoundAlive) -> list[VerifyRound]:
@@ -142,3 +136,22 @@ def with_rounds(state: BatchRunState, rounds: Sequence[VerifyRound]) -> BatchRun
     return state.model_copy(
         update={"verifying": kept[-1] if kept else None, "verifying_earlier": kept[:-1]}
     )
+
+
+def own_lanes(ready: list[BatchChild], run_id: int | None, alive: RoundAlive) -> list[BatchChild]:
+    """The ready lanes the bisect and integrate jobs of run `run_id` stack: their run's, and
+    those of earlier runs (below them, which their stack job stacked too), not those of a later
+    run whose integrate job may still come — its stack job fans them out, or its integrate job
+    verifies them (ADR 0075). None (any other pass): every lane."""
+    if run_id is None:
+        return ready
+    return [
+        child
+        for child in ready
+        if not (
+            child.lane is not None
+            and isinstance(child.lane.runner, GithubRunner)
+            and child.lane.runner.run_id > run_id
+            and alive(child.lane.runner.run_id)
+        )
+    ]
