@@ -130,8 +130,11 @@ class World:
             self.verify_jobs(run_id, batch, bisect, verdicts)
         asked = ["--next-round-asked"] if stack.get("next-round") == "true" else []
         with self.group:
+            job = self.github.add_job(REPO, run_id, "integrate")
+            self.github.move_job(REPO, job, "in_progress")
             self.imm(run_id, "integrate", "reconcile", "bench", "--report", "--verdicts",
                      str(verdicts), *asked, *on)  # fmt: skip
+            self.github.move_job(REPO, job, "completed", "success")
         self.end(run_id)
 
     def lane(self, run_id: int, task: str) -> None:
