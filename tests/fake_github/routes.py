@@ -465,6 +465,9 @@ def dispatch(call: Call) -> tuple[int, Any]:
     if not all(isinstance(value, str) for value in inputs.values()):
         raise ApiError(422, "Invalid request.\n\nFor 'properties/inputs', values must be strings.")
     with call.lock:
+        if call.repo.dispatches_refused > 0:
+            call.repo.dispatches_refused -= 1
+            raise ApiError(403, "Resource not accessible by integration")
         workflow = _workflow(call)
         _check_inputs(call.repo.dispatch_inputs.get(workflow["path"].rsplit("/", 1)[1]), inputs)
         run_id = call.state.next_id()

@@ -58,6 +58,7 @@ class FakeRepo:
     sub_issues: dict[int, list[int]] = field(default_factory=dict)  # parent -> children
     blocked_by: dict[int, list[int]] = field(default_factory=dict)  # issue -> blockers
     check_runs_refused: bool = False  # a token without checks:write gets 403 on check runs
+    dispatches_refused: int = 0  # so many dispatches get 403 (a job without actions: write)
     pulls_refused: bool = False  # "Allow GitHub Actions to create pull requests" is off
     # Issues GitHub's search index has not caught up with yet (search is eventually consistent).
     unindexed: set[int] = field(default_factory=set)

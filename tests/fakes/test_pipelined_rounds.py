@@ -196,6 +196,23 @@ def test_the_stack_job_dispatches_the_next_round_when_a_lane_can_start_on_its_st
     assert flow.landed() == []  # nothing verified yet: b starts on a's lane commit
 
 
+def test_a_stack_job_refused_the_dispatch_says_so_and_the_integrate_job_dispatches(
+    tmp_path: Path, fake: FakeGitHub
+) -> None:
+    flow = Workflow(tmp_path, fake)
+    fake.repo(REPO).dispatches_refused = 1  # a workflow of before: the stack job may not
+    first = _first_round_fanned_out(flow)
+    assert "the next round was not dispatched early (403 Resource not accessible" in (
+        flow.log.getvalue()
+    )
+    assert flow.outputs["next-round"] == "false"
+    assert flow.dispatches() == []
+    flow.verify_jobs(first)
+    flow.job(first, verdicts=True)
+    assert flow.landed() == ["a", "c"]
+    assert len(flow.dispatches()) == 1
+
+
 def test_without_speculative_lanes_the_stack_job_asks_for_no_round_and_the_integrate_job_does(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:

@@ -11,6 +11,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from github import GithubException
+
 from imm_action.actions.runtime import (
     ActionsFiles,
     append_summary,
@@ -159,12 +161,9 @@ def run(args: ReconcileArgs, ports: ReconcilePorts) -> int:
         earlier = tuple(h for h in (start_head, stored.state.base_head) if h is not None)
         _report(github, batch_repo, stored, args, unisolated=place.confinement.unconfined_reason,
                 earlier_heads=earlier)  # fmt: skip
-        next_round = _next_round(github, args, stored, result.startable, request.round_alive)
-        if next_round and args.fan_out:
-            io.warn(
-                f"imm: dispatched the next round for {', '.join(result.startable)}: its lanes "
-                "run while this stack is verified"
-            )
+        next_round = _next_round(
+            github, args, stored, result.startable, round_alive=request.round_alive, io=io
+        )
     if args.actions is not None and stored.report is not None:
         timeout = batch_repo.config.lane_timeout_minutes
         outputs = pass_outputs(stored.state, result.admitted, timeout)
@@ -303,7 +302,9 @@ def _next_round(
     args: ReconcileArgs,
     stored: StoredBatch,
     startable: Sequence[str],
+    *,
     round_alive: RoundAlive,
+    io: CommandIO,
 ) -> bool:
     """Ask for the next round; whether this job did. The plan job admits, and the bisect job
     hands on to the jobs after it. The stack job asks as soon as lanes could start — on its
@@ -313,14 +314,35 @@ def _next_round(
     state = stored.state
     if args.admit or state.batch_state is not BatchState.RUNNING:
         return False
-    if args.fan_out:
-        if args.verdicts is not None or not startable:
-            return False
-    elif args.next_round_asked or not needs_continuation(state, round_alive):
-        return False
     inputs = continuation_inputs(args.given_as or args.slug, state.batch_id)
-    github.client.dispatch(github.workflow, github.ref, inputs)
+    if not args.fan_out:
+        if args.next_round_asked or not needs_continuation(state, round_alive):
+            return False
+        github.client.dispatch(github.workflow, github.ref, inputs)
+        return True
+    if args.verdicts is not None or not startable:
+        return False
+    try:  # early, to gain time: a refusal costs the time, not the round
+        github.client.dispatch(github.workflow, github.ref, inputs)
+    except (GithubException, ImmError) as error:
+        io.warn(
+            f"imm: the next round was not dispatched early ({_refusal(error)}); the integrate job "
+            "dispatches it. A workflow of before ADR 0075 gives the stack job `actions: read` "
+            "only: `imm init` updates it"
+        )
+        return False
+    io.warn(
+        f"imm: dispatched the next round for {', '.join(startable)}: its lanes run while this "
+        "stack is verified"
+    )
     return True
+
+
+def _refusal(error: Exception) -> str:
+    if isinstance(error, GithubException):
+        message = error.data.get("message") if isinstance(error.data, dict) else error.data
+        return f"{error.status} {message}"
+    return str(error)
 
 
 def continuation_inputs(initiative: str, batch_id: str) -> dict[str, str]:

@@ -137,7 +137,10 @@ def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRo
     state = stored.state
     fanned = _round_of(state, args.environment)
     if fanned is None:
-        raise UsageError(f"batch {args.batch_id} has no checks fanned out to verify jobs")
+        raise UsageError(
+            f"batch {args.batch_id} has no checks fanned out to this run's verify jobs (their "
+            "verdicts were taken, or the batch ended)"
+        )
     if not 1 <= args.shard <= len(fanned.shards):
         raise UsageError(
             f"batch {args.batch_id} has shards 1 to {len(fanned.shards)}, not {args.shard}"
@@ -156,9 +159,7 @@ def _shard_of(args: VerifyArgs, refs: RefStore) -> tuple[BatchRunState, VerifyRo
 
 
 def _round_of(state: BatchRunState, environment: Mapping[str, str]) -> VerifyRound | None:
-    """This workflow run's round, where the job knows its run (GITHUB_RUN_ID); else the
-    newest."""
+    """This workflow run's round, where the job knows its run (GITHUB_RUN_ID): another run's
+    verdicts would not count; else the newest."""
     run_id = environment.get("GITHUB_RUN_ID", "")
-    if run_id.isdigit():
-        return state.round_of(int(run_id)) or state.verifying
-    return state.verifying
+    return state.round_of(int(run_id)) if run_id.isdigit() else state.verifying
