@@ -26,6 +26,21 @@ from tests.conftest import descriptor, git, initiative_files, intent, make_repo
 TRAILER = "Immune-Brain-Batch"
 
 
+def task_file_check(task: str, *, unbroken: bool = False) -> str:
+    """`task`'s file (`<task>.txt`) holds its name; with `unbroken`, no task's file says
+    `broken` either: a lane that writes it breaks this check from its own level up."""
+    others = (
+        " and not any('broken' in p.read_text() for p in pathlib.Path('.').glob('?.txt'))"
+        if unbroken
+        else ""
+    )
+    code = (
+        f"import pathlib,sys; t=pathlib.Path({task + '.txt'!r}); "
+        f"ok=t.exists() and {task!r} in t.read_text(){others}; sys.exit(0 if ok else 1)"
+    )
+    return descriptor(["-c", code])
+
+
 def file_check(path: str, must_contain: str, *, absent: str | None = None) -> str:
     """A descriptor asserting a file's content, run by python3 without a shell."""
     code = (

@@ -4,7 +4,7 @@ jobs through PyGithub from the fake GitHub over HTTP; the job moves as GitHub wo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,14 +24,6 @@ from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
 JOBS = r"/repos/acme/widgets/actions/runs/[0-9]+/jobs"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as github:
-        github.add_repo(REPO)
-        github.add_workflow(REPO, "imm-batch.yml")
-        yield github
 
 
 def lanes_of(fake: FakeGitHub, run_id: int, *, late_by: timedelta = timedelta()) -> GitHubLanes:

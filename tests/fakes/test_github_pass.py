@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,6 @@ from tests.fake_github import FakeGitHub, Fault
 from tests.integration.test_sandbox import _namespaces_work
 
 REPO = "acme/widgets"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as github:
-        github.add_repo(REPO)
-        github.add_workflow(REPO, "imm-batch.yml")
-        yield github
 
 
 def _arrange(fake: FakeGitHub, tmp_path: Path, tasks: int, config: str | None = None) -> Path:

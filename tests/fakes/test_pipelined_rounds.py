@@ -10,10 +10,7 @@ import io
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from imm_action.actions.runtime import ActionsFiles
 from imm_action.carriers.source import Initiatives, NoIssueSource
@@ -26,8 +23,14 @@ from imm_action.model.refs import verify_ref
 from imm_action.model.shard import VerifyRound, verdict_artifact
 from imm_action.model.state import BatchRunState, ChildState
 from imm_action.ports import Ports
-from tests.batch_helpers import current, make_lane_commit, make_project, publish
-from tests.conftest import descriptor, git
+from tests.batch_helpers import (
+    current,
+    make_lane_commit,
+    make_project,
+    publish,
+    task_file_check,
+)
+from tests.conftest import git
 from tests.fake_github import FakeGitHub
 
 REPO = "acme/widgets"
@@ -38,28 +41,6 @@ OUTPUT_BLOCK = re.compile(
 )
 
 
-def _check(task: str) -> str:
-    """`task`'s file holds its name; a's check also finds no task's file saying `broken`."""
-    others = (
-        " and not any('broken' in p.read_text() for p in pathlib.Path('.').glob('?.txt'))"
-        if task == "a"
-        else ""
-    )
-    code = (
-        f"import pathlib,sys; t=pathlib.Path({task + '.txt'!r}); "
-        f"sys.exit(0 if t.exists() and {task!r} in t.read_text(){others} else 1)"
-    )
-    return descriptor(["-c", code])
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    with FakeGitHub() as github:
-        github.add_repo(REPO)
-        github.add_workflow(REPO, "imm-batch.yml")
-        yield github
-
-
 class Workflow:
     """Tasks a and c, and b after a; every stack's checks fan out to verify jobs. Each method
     is one job of one run."""
@@ -68,9 +49,8 @@ class Workflow:
         self.tmp, self.fake = tmp_path, fake
         graph = {"a": [], "b": ["a"], "c": []}
         files = {".github/imm.yml": f"verify_fan_out_seconds: 0\n{config}"}
-        self.project = make_project(
-            tmp_path / "project", graph, checks={t: _check(t) for t in graph}, extra_files=files
-        )
+        checks = {task: task_file_check(task, unbroken=task == "a") for task in graph}
+        self.project = make_project(tmp_path / "project", graph, checks=checks, extra_files=files)
         self.remote = tmp_path / "remote.git"
         git(tmp_path, "clone", "-q", "--bare", str(self.project), str(self.remote))
         git(self.project, "remote", "add", "origin", str(self.remote))

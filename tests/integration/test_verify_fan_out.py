@@ -14,27 +14,18 @@ import pytest
 from imm_action.integrate.flakes import FLAKE_RERUNS
 from imm_action.model.refs import verify_ref
 from imm_action.model.shard import VerifyRound, verdict_artifact
-from tests.batch_helpers import current, make_lane_commit, make_project, publish
+from tests.batch_helpers import (
+    current,
+    make_lane_commit,
+    make_project,
+    publish,
+    task_file_check,
+)
 from tests.batch_helpers import run_pass as first_pass
-from tests.conftest import descriptor, git, run_cli
+from tests.conftest import git, run_cli
 
 TASKS = ("a", "b", "c", "d")
 RUN = 77
-
-
-def _check(task: str) -> str:
-    """`task`'s file holds its name; task a's check also finds no task's file saying `broken`:
-    a lane that writes it breaks a's check from its own level up."""
-    others = (
-        " and not any('broken' in p.read_text() for p in pathlib.Path('.').glob('?.txt'))"
-        if task == "a"
-        else ""
-    )
-    code = (
-        f"import pathlib,sys; t=pathlib.Path({task + '.txt'!r}); "
-        f"ok=t.exists() and {task!r} in t.read_text(){others}; sys.exit(0 if ok else 1)"
-    )
-    return descriptor(["-c", code])
 
 
 class Round:
@@ -51,7 +42,7 @@ class Round:
     ) -> None:
         self.capsys = capsys
         self.tmp = tmp_path
-        checks = {task: _check(task) for task in TASKS}
+        checks = {task: task_file_check(task, unbroken=task == "a") for task in TASKS}
         files = {"config.txt": "mode=ok\n", ".github/imm.yml": config} if config else None
         self.project = make_project(
             tmp_path / "project", {task: [] for task in TASKS}, checks=checks, extra_files=files
