@@ -103,8 +103,8 @@ class PassRequest:
     fan_out: FanOut | None = None
     verdicts: RoundVerdicts | None = None
     verify_jobs: bool = False
-    # Whether another workflow run, whose round of verify jobs the state records, is still in
-    # progress (pipelined rounds, ADR 0075): its own integrate job takes that round.
+    # Whether another workflow run's integrate job may still come (pipelined rounds, ADR
+    # 0075): the round that run fanned out, and the lanes it admitted, are left to it.
     round_alive: RoundAlive = no_other_run
 
 

@@ -45,10 +45,10 @@ def take_verdicts(
         # next round's stack job records what it still owes)
         return VerdictsTaken(state, verify=not request.verify_jobs)
     given = request.verdicts
-    others = alive_elsewhere(state, given.run_id, request.round_alive)
     fanned = state.round_of(given.run_id)
     files = given.files
     if fanned is None:
+        others = alive_elsewhere(state, given.run_id, request.round_alive)
         ended = [r for r in rounds if r not in others]  # their runs ended before taking them
         if not ended:
             return VerdictsTaken(state, verify=False)
@@ -115,9 +115,9 @@ def fanned_out(
         return state  # nothing more to fan out in this run
     if not shards:
         return with_rounds(state, others)
+    # a round taken over keeps its losses (this run's own keeps its own in add_stage)
     ended = [r for r in rounds if r is not this_run and r not in others]
-    losses = this_run.losses if this_run is not None else ended[-1].losses if ended else 0
-    fanned = add_stage(this_run, shards, observed.top, run_id, losses)
+    fanned = add_stage(this_run, shards, observed.top, run_id, ended[-1].losses if ended else 0)
     log(shard_line(fanned))
     if this_run is None:
         return with_rounds(state, [*others, fanned])
