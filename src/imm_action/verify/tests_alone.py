@@ -23,29 +23,30 @@ import os
 
 @functools.lru_cache(maxsize=None)  # (a project's Python may be older than imm's)
 def _wanted():
+    """The list's path, the tests it names, and the files that hold them (read once)."""
     listed = os.environ.get("IMM_TESTS_ALONE")
     if not listed:
-        return None, None
+        return None, None, None
     with open(listed, encoding="utf-8") as names:
         wanted = frozenset(line for line in names.read().splitlines() if line)
-    return listed, wanted
+    return listed, wanted, frozenset(test.split("::", 1)[0] for test in wanted)
 
 
 def pytest_ignore_collect(collection_path, config):
     # the files that hold none of them are not even collected (collection is most of a
     # fast suite's time)
-    _, wanted = _wanted()
+    _, wanted, files = _wanted()
     if not wanted or collection_path.suffix != ".py" or collection_path.name == "conftest.py":
         return None
     try:
         relative = collection_path.relative_to(config.rootpath).as_posix()
     except ValueError:
         return None
-    return True if relative not in {test.split("::", 1)[0] for test in wanted} else None
+    return True if relative not in files else None
 
 
 def pytest_collection_modifyitems(config, items):
-    listed, wanted = _wanted()
+    listed, wanted, _ = _wanted()
     if wanted is None:
         return
     kept = [item for item in items if item.nodeid in wanted]
