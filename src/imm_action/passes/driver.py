@@ -426,7 +426,8 @@ class _Pass:
     def _own_lanes(self, state: BatchRunState, run_id: int | None) -> list[BatchChild]:
         ready = ready_to_integrate(state)
         own = own_lanes(ready, run_id, self.request.round_alive)
-        left = [c.task_id for c in ready if c not in own and c.task_id not in self.left]
+        said = {c.task_id for c in own} | self.left  # stacked, or left and said so already
+        left = [c.task_id for c in ready if c.task_id not in said]
         if left:
             self.left.update(left)
             self.ports.log(f"{', '.join(left)}: left to the later run that admitted them")
