@@ -47,6 +47,25 @@ def _repo_with_ref(tmp_path: Path) -> tuple[Path, str]:
     return repo, head
 
 
+def _wait_until_gone(group: int) -> None:
+    """Until no process of `group` lives: the writer's git dies on its own time after the
+    SIGKILL, and a git still seen at work in the repository keeps its lock, as it must."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        living = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == group and fields[0] != "Z":  # (state, ppid, pgrp, ...)
+                living.append(stat)
+        if not living:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process group {group} still lives 10 s after its SIGKILL")
+
+
 def test_a_writer_killed_inside_a_deleting_transaction_blocks_no_later_writer(
     tmp_path: Path,
 ) -> None:
@@ -60,6 +79,7 @@ def test_a_writer_killed_inside_a_deleting_transaction_blocks_no_later_writer(
     os.killpg(writer.pid, signal.SIGKILL)
     writer.wait()
     writer.stdout.close()
+    _wait_until_gone(writer.pid)
     assert (repo / ".git" / "packed-refs.lock").exists()  # git's debris
     GitRepo(repo).compare_and_swap([RefUpdate(REF, None, head)])
     assert GitRepo(repo).read_refs([REF]) == {REF: None}
